@@ -1,0 +1,147 @@
+"""WebSocket protocol for streaming a translation to the clinician's page.
+
+Client → server frames (JSON text):
+    ``{"type": "translate", "text": "<diagnosis>"}``
+    ``{"type": "cancel"}``
+Server → client frames:
+    ``{"type": "started", "id", "engine", "model", "precision"}``
+    ``{"type": "token", "text"}`` (one per decoded piece)
+    ``{"type": "done", "id", "status": "completed", "ttft_ms", "total_ms",
+    "queue_wait_ms", "tokens_in", "tokens_out", "tokens_per_s",
+    "confidence", "finish_reason"}``
+    ``{"type": "cancelled", "id"}``
+    ``{"type": "error", "code", "message"}`` with ``code`` one of
+    ``bad_frame``, ``empty``, ``too_long``, ``invalid``, ``in_progress``,
+    ``engine_error``.
+Anonymous sockets are closed with code 4401.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.core.exceptions import ValidationError
+
+from clinical import services
+from clinical.engine import engine_get
+from clinical.models import Translation
+
+logger = logging.getLogger(__name__)
+
+CLOSE_UNAUTHENTICATED = 4401
+
+
+class TranslateConsumer(AsyncJsonWebsocketConsumer):
+    """Streams one translation at a time per socket; see module docstring."""
+
+    async def connect(self) -> None:
+        self.task: asyncio.Task | None = None
+        self.translation: Translation | None = None
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        await self.accept()
+        # Start loading the model while the clinician is still typing.
+        asyncio.ensure_future(engine_get()).add_done_callback(_ignore_result)
+
+    async def disconnect(self, code: int) -> None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs) -> None:
+        if text_data is None:
+            await self.send_error("bad_frame", "Frames must be JSON text, not binary.")
+            return
+        try:
+            content = json.loads(text_data)
+        except ValueError:
+            await self.send_error("bad_frame", "The frame is not valid JSON.")
+            return
+        await self.receive_json(content)
+
+    async def receive_json(self, content, **kwargs) -> None:
+        received_ns = time.monotonic_ns()
+        kind = content.get("type") if isinstance(content, dict) else None
+        if kind == "translate":
+            await self.start_translation(content.get("text"), received_ns)
+        elif kind == "cancel":
+            if self.task is not None and not self.task.done():
+                self.task.cancel()
+        else:
+            await self.send_error("bad_frame", 'Unknown frame; expected type "translate" or "cancel".')
+
+    async def start_translation(self, text: object, received_ns: int) -> None:
+        if self.task is not None and not self.task.done():
+            await self.send_error("in_progress", "A translation is already running; cancel it first.")
+            return
+        try:
+            engine = await engine_get()
+        except Exception as exc:  # noqa: BLE001 - reported to the client
+            logger.error("engine unavailable: %s", type(exc).__name__)
+            await self.send_error("engine_error", "The translation engine is unavailable. Please try again.")
+            return
+        try:
+            translation = await database_sync_to_async(services.translation_create)(
+                user=self.scope["user"], text=text, engine_info=engine.info)
+        except ValidationError as exc:
+            await self.send_error(exc.code or "invalid", exc.messages[0])
+            return
+        self.translation = translation
+        await self.send_json({
+            "type": "started", "id": str(translation.request_id),
+            "engine": engine.info.engine, "model": engine.info.model,
+            "precision": engine.info.precision,
+        })
+        self.task = asyncio.create_task(self.run(translation, engine, received_ns))
+
+    async def run(self, translation: Translation, engine, received_ns: int) -> None:
+        try:
+            done = await services.translation_generate(
+                translation=translation, engine=engine, received_ns=received_ns,
+                on_token=lambda text: self.send_json({"type": "token", "text": text}))
+        except asyncio.CancelledError:
+            await self.send_closed_safe({"type": "cancelled", "id": str(translation.request_id)})
+            raise
+        if done.status == Translation.Status.COMPLETED:
+            await self.send_json(done_frame(done))
+        else:
+            await self.send_error("engine_error", "The translation failed and was recorded. Please try again.")
+
+    async def send_error(self, code: str, message: str) -> None:
+        await self.send_json({"type": "error", "code": code, "message": message})
+
+    async def send_closed_safe(self, content: dict) -> None:
+        """Send unless the socket is already gone (disconnect cancels too)."""
+        try:
+            await self.send_json(content)
+        except Exception:  # noqa: BLE001 - the client left; nothing to tell
+            pass
+
+
+def done_frame(translation: Translation) -> dict:
+    """The ``done`` frame for a completed translation."""
+    return {
+        "type": "done",
+        "id": str(translation.request_id),
+        "status": translation.status,
+        "ttft_ms": translation.ttft_ms,
+        "total_ms": translation.total_ms,
+        "queue_wait_ms": translation.queue_wait_ms,
+        "tokens_in": translation.tokens_in,
+        "tokens_out": translation.tokens_out,
+        "tokens_per_s": translation.tokens_per_s,
+        "confidence": translation.confidence,
+        "finish_reason": translation.finish_reason,
+    }
+
+
+def _ignore_result(future: asyncio.Future) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        logger.error("engine preload failed: %s", type(future.exception()).__name__)

@@ -1,0 +1,63 @@
+"""The process-wide engine: built from settings once, started lazily.
+
+The engine is created and started inside the running event loop on first
+use (never once per request); every consumer and command in the process
+shares it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from django.conf import settings
+
+from inference.base import Engine
+from inference.factory import EngineConfig, create_engine
+
+_engine: Engine | None = None
+_ready: asyncio.Future | None = None
+
+
+def engine_config_from_settings() -> EngineConfig:
+    """The :class:`EngineConfig` described by Django settings."""
+    return EngineConfig(
+        engine=settings.INFERENCE_ENGINE,
+        model=settings.INFERENCE_MODEL,
+        precision=settings.INFERENCE_PRECISION,
+        n_ctx=settings.INFERENCE_N_CTX,
+        threads=settings.INFERENCE_THREADS,
+        quantization=settings.INFERENCE_QUANTIZATION,
+        dtype=settings.INFERENCE_DTYPE,
+    )
+
+
+async def engine_get() -> Engine:
+    """The started engine of this process (loads it on the first call).
+
+    Concurrent first callers wait for the same load.
+
+    Raises:
+        inference.EngineError: the model failed to load (the next call
+            tries again).
+    """
+    global _engine, _ready
+    if _ready is None or (_ready.done() and _ready.exception() is not None):
+        loop = asyncio.get_running_loop()
+        _ready = loop.create_future()
+        try:
+            if _engine is None:
+                _engine = create_engine(engine_config_from_settings())
+            await _engine.start()
+        except BaseException as exc:
+            _ready.set_exception(exc)
+            _ready.exception()  # mark retrieved; callers get the raise below
+            raise
+        _ready.set_result(_engine)
+        return _engine
+    return await asyncio.shield(_ready)
+
+
+def engine_set(engine: Engine | None) -> None:
+    """Replace the process engine (tests use it to install a fake engine)."""
+    global _engine, _ready
+    _engine, _ready = engine, None

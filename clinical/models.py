@@ -1,0 +1,82 @@
+"""Database models of the clinical translation service."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class Translation(models.Model):
+    """One diagnosis text turned into a plain-language explanation.
+
+    A row is created when a request is accepted (status ``pending``) and is
+    finalised exactly once, with ``completed``, ``cancelled`` or ``error``
+    and the measured figures. Timings are milliseconds from the moment the
+    server received the request; token counts are model tokens.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        COMPLETED = "completed", "Completed"
+        CANCELLED = "cancelled", "Cancelled"
+        ERROR = "error", "Error"
+
+    class Source(models.TextChoices):
+        WEB = "web", "Web page"
+        CLI = "cli", "Command line"
+
+    FINAL_STATUSES = (Status.COMPLETED, Status.CANCELLED, Status.ERROR)
+
+    request_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+        related_name="translations",
+        help_text="Clinician who asked; empty for command-line requests.",
+    )
+    source = models.CharField(max_length=8, choices=Source.choices, default=Source.WEB)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    input_text = models.TextField()
+    output_text = models.TextField(blank=True)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING, db_index=True)
+    finish_reason = models.CharField(max_length=16, blank=True, help_text="stop, length or abort")
+    error_class = models.CharField(max_length=120, blank=True)
+
+    engine = models.CharField(max_length=32, blank=True)
+    model_name = models.CharField(max_length=200, blank=True)
+    precision = models.CharField(max_length=32, blank=True)
+    prompt_version = models.CharField(max_length=32, blank=True)
+
+    queue_wait_ms = models.FloatField(null=True, blank=True, help_text="received → engine admitted (ms)")
+    ttft_ms = models.FloatField(null=True, blank=True, help_text="received → first token (ms)")
+    total_ms = models.FloatField(null=True, blank=True, help_text="received → last token (ms)")
+    tokens_in = models.PositiveIntegerField(null=True, blank=True)
+    tokens_out = models.PositiveIntegerField(null=True, blank=True)
+    confidence = models.FloatField(
+        null=True, blank=True,
+        help_text="Geometric-mean token probability of the output, in (0, 1].",
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(confidence__isnull=True)
+                | (models.Q(confidence__gt=0) & models.Q(confidence__lte=1)),
+                name="translation_confidence_in_unit_interval",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Translation {self.request_id} ({self.status})"
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Decode rate after the first token (tokens/s), or None."""
+        if not self.tokens_out or self.tokens_out < 2 or self.total_ms is None or self.ttft_ms is None:
+            return None
+        decode_ms = self.total_ms - self.ttft_ms
+        return (self.tokens_out - 1) / (decode_ms / 1000) if decode_ms > 0 else None

@@ -1,0 +1,221 @@
+"""Business logic: writes (sync, keyword-only, atomic) and the streaming run.
+
+Views, the WebSocket consumer and management commands call these functions;
+they hold no logic of their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import unicodedata
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from clinical.log import request_id_var
+from clinical.models import Translation
+from inference.base import Delta, Engine, EngineInfo, GenerationParams
+from inference.confidence import sequence_confidence
+from inference.prompts import PROMPT_VERSION, build_messages
+
+logger = logging.getLogger(__name__)
+
+
+def translation_text_clean(*, text: object) -> str:
+    """Validate and normalise a diagnosis text.
+
+    Returns:
+        The text, NFC-normalised and stripped of surrounding whitespace.
+
+    Raises:
+        ValidationError: with ``code`` ``"invalid"`` (not a string or holds
+            control characters other than tab/newline), ``"empty"``, or
+            ``"too_long"`` (over ``settings.MAX_INPUT_CHARS`` characters).
+    """
+    if not isinstance(text, str):
+        raise ValidationError("The diagnosis text must be a string.", code="invalid")
+    cleaned = unicodedata.normalize("NFC", text).strip()
+    if not cleaned:
+        raise ValidationError("Please enter a diagnosis text to translate.", code="empty")
+    limit = settings.MAX_INPUT_CHARS
+    if len(cleaned) > limit:
+        raise ValidationError(
+            f"The text is {len(cleaned):,} characters long; the limit is {limit:,}.",
+            code="too_long",
+        )
+    if any(unicodedata.category(ch) in {"Cc", "Cs"} and ch not in "\t\n\r" for ch in cleaned):
+        raise ValidationError("The text contains control characters.", code="invalid")
+    return cleaned
+
+
+@transaction.atomic
+def translation_create(*, user, text: object, source: str = Translation.Source.WEB,
+                       engine_info: EngineInfo | None = None) -> Translation:
+    """Accept a request: validate the text and store a ``pending`` row.
+
+    Raises:
+        ValidationError: see :func:`translation_text_clean`; nothing is stored.
+    """
+    cleaned = translation_text_clean(text=text)
+    return Translation.objects.create(
+        user=user if user is not None and user.is_authenticated else None,
+        source=source,
+        input_text=cleaned,
+        prompt_version=PROMPT_VERSION,
+        engine=engine_info.engine if engine_info else "",
+        model_name=engine_info.model if engine_info else "",
+        precision=engine_info.precision if engine_info else "",
+    )
+
+
+@dataclass
+class TranslationFigures:
+    """Measured figures of one run (ms from the server receiving the request)."""
+
+    queue_wait_ms: float | None = None
+    ttft_ms: float | None = None
+    total_ms: float | None = None
+    tokens_in: int | None = None
+    tokens_out: int = 0
+    confidence: float | None = None
+    finish_reason: str = ""
+
+
+@transaction.atomic
+def translation_finish(*, translation_id: int, status: str, output_text: str,
+                       figures: TranslationFigures, error_class: str = "") -> Translation:
+    """Put a pending translation in its final state, exactly once.
+
+    The first call wins: a translation that is already final is returned
+    unchanged, so a late or repeated call can never overwrite an outcome.
+
+    Raises:
+        ValueError: ``status`` is not a final status.
+        Translation.DoesNotExist: unknown id.
+    """
+    if status not in Translation.FINAL_STATUSES:
+        raise ValueError(f"not a final status: {status}")
+    row = Translation.objects.select_for_update().get(pk=translation_id)
+    if row.status != Translation.Status.PENDING:
+        return row
+    row.status = status
+    row.output_text = output_text
+    row.error_class = error_class[:120]
+    row.finished_at = timezone.now()
+    row.queue_wait_ms = figures.queue_wait_ms
+    row.ttft_ms = figures.ttft_ms
+    row.total_ms = figures.total_ms
+    row.tokens_in = figures.tokens_in
+    row.tokens_out = figures.tokens_out
+    row.confidence = figures.confidence
+    row.finish_reason = figures.finish_reason
+    row.save()
+    return row
+
+
+@dataclass
+class StreamMeter:
+    """Turns a stream of deltas into :class:`TranslationFigures`.
+
+    ``received_ns`` is ``time.monotonic_ns()`` when the server received the
+    request; TTFT is measured to the first delta carrying a token.
+    """
+
+    received_ns: int
+    admitted_ns: int | None = None
+    first_token_ns: int | None = None
+    prompt_tokens: int | None = None
+    finish_reason: str = ""
+    logprobs: list[float] = field(default_factory=list)
+
+    def observe(self, delta: Delta) -> None:
+        now = time.monotonic_ns()
+        if delta.admitted_ns is not None:
+            self.admitted_ns = delta.admitted_ns
+        if delta.prompt_tokens is not None:
+            self.prompt_tokens = delta.prompt_tokens
+        if self.first_token_ns is None and (delta.token_logprobs or delta.text):
+            self.first_token_ns = now
+        self.logprobs.extend(delta.token_logprobs)
+        if delta.finish_reason:
+            self.finish_reason = delta.finish_reason
+
+    def figures(self, *, end_ns: int | None = None) -> TranslationFigures:
+        end_ns = end_ns or time.monotonic_ns()
+
+        def ms(at: int | None) -> float | None:
+            return None if at is None else round((at - self.received_ns) / 1e6, 2)
+
+        return TranslationFigures(
+            queue_wait_ms=ms(self.admitted_ns),
+            ttft_ms=ms(self.first_token_ns),
+            total_ms=ms(end_ns),
+            tokens_in=self.prompt_tokens,
+            tokens_out=len(self.logprobs),
+            confidence=sequence_confidence(self.logprobs),
+            finish_reason=self.finish_reason,
+        )
+
+
+_finish_async = database_sync_to_async(translation_finish)
+
+
+async def translation_generate(
+    *,
+    translation: Translation,
+    engine: Engine,
+    on_token: Callable[[str], Awaitable[None]],
+    received_ns: int,
+    max_tokens: int | None = None,
+) -> Translation:
+    """Stream a pending translation through ``engine`` and finalise its row.
+
+    Each piece of text is passed to ``on_token`` as it arrives. The row ends
+    ``completed`` (with confidence and figures), ``error`` (engine failure;
+    the partial text is kept) or, when the calling task is cancelled,
+    ``cancelled`` after the engine request is aborted.
+
+    Returns:
+        The finalised translation.
+
+    Raises:
+        asyncio.CancelledError: re-raised after the row is finalised.
+    """
+    request_id = str(translation.request_id)
+    request_id_var.set(request_id)
+    meter = StreamMeter(received_ns=received_ns)
+    parts: list[str] = []
+    params = GenerationParams(max_tokens=max_tokens or settings.MAX_OUTPUT_TOKENS)
+    try:
+        async for delta in engine.generate(request_id, build_messages(translation.input_text), params):
+            meter.observe(delta)
+            if delta.text:
+                parts.append(delta.text)
+                await on_token(delta.text)
+    except asyncio.CancelledError:
+        await engine.abort(request_id)
+        meter.finish_reason = "abort"
+        await asyncio.shield(_finish_async(
+            translation_id=translation.pk, status=Translation.Status.CANCELLED,
+            output_text="".join(parts), figures=meter.figures()))
+        logger.info("translation cancelled after %d tokens", len(meter.logprobs))
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure ends the row in error
+        logger.error("translation failed: %s", type(exc).__name__)
+        return await _finish_async(
+            translation_id=translation.pk, status=Translation.Status.ERROR,
+            output_text="".join(parts), figures=meter.figures(),
+            error_class=type(exc).__name__)
+    done = await _finish_async(
+        translation_id=translation.pk, status=Translation.Status.COMPLETED,
+        output_text="".join(parts).strip(), figures=meter.figures())
+    logger.info("translation completed tokens=%s ttft_ms=%s total_ms=%s",
+                done.tokens_out, done.ttft_ms, done.total_ms)
+    return done

@@ -1,0 +1,10 @@
+from django.contrib import admin
+from django.urls import include, path
+
+from clinical import views
+
+urlpatterns = [
+    path("", views.translate_page, name="translate"),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("admin/", admin.site.urls),
+]

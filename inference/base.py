@@ -1,0 +1,127 @@
+"""The one engine interface every backend implements.
+
+An engine turns a chat (a list of ``{"role", "content"}`` messages) into a
+stream of :class:`Delta` objects: newly decoded text plus the log-probability
+of each sampled token. Engines are created once per process and started
+lazily inside the running event loop (``await engine.start()``).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+
+class EngineError(RuntimeError):
+    """The engine failed to load or to generate (not a cancellation)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationParams:
+    """Sampling settings for one request.
+
+    Attributes:
+        max_tokens: cap on generated tokens (tokens), >= 1.
+        temperature: 0.0 means greedy decoding (the product default: the same
+            diagnosis gives the same explanation).
+        ignore_eos: keep generating until ``max_tokens`` (benchmarks use it
+            for fixed output lengths).
+    """
+
+    max_tokens: int = 256
+    temperature: float = 0.0
+    ignore_eos: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """A piece of the streamed output.
+
+    Attributes:
+        text: newly decoded text (may be ``""`` when a token ends inside a
+            multi-byte character).
+        token_logprobs: natural-log probability of each token sampled since
+            the previous delta, in order; one entry per token.
+        prompt_tokens: prompt length in tokens; set on the first delta only.
+        admitted_ns: ``time.monotonic_ns()`` at which the engine began work
+            on the request (left its queue); set on the first delta only.
+        finish_reason: ``None`` while streaming; ``"stop"`` (end of sequence)
+            or ``"length"`` (hit ``max_tokens``) on the last delta.
+    """
+
+    text: str
+    token_logprobs: tuple[float, ...] = ()
+    prompt_tokens: int | None = None
+    admitted_ns: int | None = None
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EngineInfo:
+    """What produced an output, as recorded on every translation.
+
+    Attributes:
+        engine: backend name, ``"llamacpp"`` or ``"vllm"`` (or ``"fake"``).
+        model: model name or path as configured.
+        precision: weights/compute precision, e.g. ``"q4_k_m"``, ``"fp8"``,
+            ``"fp32"``.
+        device: ``"cpu"`` or ``"cuda"``.
+        settings: extra engine settings worth reporting (threads, context).
+    """
+
+    engine: str
+    model: str
+    precision: str
+    device: str
+    settings: dict[str, object] = field(default_factory=dict)
+
+
+class Engine(abc.ABC):
+    """A text-generation backend that streams deltas with logprobs.
+
+    Implementations must be safe to call from many coroutines on one event
+    loop at once: backends that can batch run requests concurrently, the
+    others queue them (and say so in their docstring).
+    """
+
+    info: EngineInfo
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Load the model. Idempotent; call inside the running event loop.
+
+        Raises:
+            EngineError: the model could not be loaded.
+        """
+
+    @abc.abstractmethod
+    def generate(
+        self,
+        request_id: str,
+        messages: Sequence[dict[str, str]],
+        params: GenerationParams,
+    ) -> AsyncIterator[Delta]:
+        """Stream the answer to ``messages`` as deltas.
+
+        Args:
+            request_id: unique id, used by :meth:`abort` and in logs.
+            messages: chat messages, ``[{"role": ..., "content": ...}]``.
+            params: sampling settings.
+
+        Yields:
+            :class:`Delta` objects; the last has ``finish_reason`` set.
+
+        Raises:
+            EngineError: generation failed.
+
+        Cancelling the consuming task (or closing the iterator) aborts the
+        engine request.
+        """
+
+    @abc.abstractmethod
+    async def abort(self, request_id: str) -> None:
+        """Stop a running or queued request; unknown ids are ignored."""
+
+    async def shutdown(self) -> None:
+        """Release the model's resources. The default does nothing."""

@@ -1,0 +1,64 @@
+"""A deterministic engine for fast unit tests of the web protocol.
+
+It streams a fixed answer word by word with fixed logprobs and an optional
+delay per token, can be told to fail after N tokens, and honours abort. It is
+never used outside tests and benchmarks of the web stack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Sequence
+
+from inference.base import Delta, Engine, EngineError, EngineInfo, GenerationParams
+
+
+class FakeEngine(Engine):
+    """Echo-style engine: answers ``"Plain words: <input>"`` token by token.
+
+    Args:
+        token_delay_s: sleep between tokens (seconds).
+        logprob: logprob reported for every token (confidence = exp(logprob)).
+        fail_after: raise :class:`EngineError` after this many tokens.
+    """
+
+    def __init__(self, *, token_delay_s: float = 0.0, logprob: float = -0.05,
+                 fail_after: int | None = None) -> None:
+        self.token_delay_s = token_delay_s
+        self.logprob = logprob
+        self.fail_after = fail_after
+        self.info = EngineInfo(engine="fake", model="fake-echo", precision="none", device="cpu")
+        self.aborted: set[str] = set()
+        self.started = False
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def generate(
+        self,
+        request_id: str,
+        messages: Sequence[dict[str, str]],
+        params: GenerationParams,
+    ) -> AsyncIterator[Delta]:
+        await self.start()
+        words = ("Plain words: " + messages[-1]["content"]).split(" ")
+        words = words[: params.max_tokens]
+        admitted_ns = time.monotonic_ns()
+        for index, word in enumerate(words):
+            if request_id in self.aborted:
+                return
+            if self.fail_after is not None and index >= self.fail_after:
+                raise EngineError("fake engine failure")
+            await asyncio.sleep(self.token_delay_s)
+            last = index == len(words) - 1
+            yield Delta(
+                text=word if index == 0 else " " + word,
+                token_logprobs=(self.logprob,),
+                prompt_tokens=len(messages[-1]["content"].split()) if index == 0 else None,
+                admitted_ns=admitted_ns if index == 0 else None,
+                finish_reason=("length" if len(words) == params.max_tokens else "stop") if last else None,
+            )
+
+    async def abort(self, request_id: str) -> None:
+        self.aborted.add(request_id)

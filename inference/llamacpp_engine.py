@@ -1,0 +1,269 @@
+"""llama.cpp engine: the embedded CPU default (llama-cpp-python, GGUF).
+
+A ``llama_cpp.Llama`` object is not thread safe and decodes one sequence at a
+time, so this engine serialises every request through a single worker
+thread: requests run one after another in arrival order (FIFO) and the time
+a request waits for that thread is its queue wait. Requests are never
+batched; concurrent callers are queued, not run in parallel.
+
+Log-probabilities come from our own greedy decode loop over ``Llama.eval``
+and the last row of logits (log-softmax of the sampled token). The library's
+built-in logprobs need ``logits_all=True``, which keeps every row of logits
+and cuts decode speed by about a third on this machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import concurrent.futures
+import logging
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from inference.base import Delta, Engine, EngineError, EngineInfo, GenerationParams
+
+logger = logging.getLogger(__name__)
+
+_DONE = object()
+
+
+@dataclass
+class _Job:
+    request_id: str
+    messages: Sequence[dict[str, str]]
+    params: GenerationParams
+    loop: asyncio.AbstractEventLoop
+    queue: asyncio.Queue
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    def emit(self, item: object) -> None:
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+
+
+def _log_softmax_at(logits: np.ndarray, index: int) -> float:
+    """``log(softmax(logits)[index])`` computed stably (float64)."""
+    peak = float(logits.max())
+    log_norm = peak + float(np.log(np.exp(logits.astype(np.float64) - peak).sum()))
+    return float(logits[index]) - log_norm
+
+
+class LlamaCppEngine(Engine):
+    """Streams from a GGUF model with llama-cpp-python, one request at a time.
+
+    Args:
+        model_path: path to a ``.gguf`` file.
+        n_ctx: context window (tokens) for prompt plus output.
+        n_threads: CPU threads for decoding; default all cores.
+        precision: label recorded on outputs (the GGUF quantization, e.g.
+            ``"q4_k_m"``).
+        seed: RNG seed used when ``temperature > 0``.
+
+    Not thread safe by itself: all model access happens on the engine's one
+    worker thread. Abort takes effect at the next token; a prompt already
+    being evaluated finishes its evaluation first.
+    """
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        precision: str = "gguf",
+        seed: int = 0,
+    ) -> None:
+        self.model_path = model_path
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or os.cpu_count() or 1
+        self.info = EngineInfo(
+            engine="llamacpp",
+            model=os.path.basename(model_path),
+            precision=precision,
+            device="cpu",
+            settings={"n_ctx": n_ctx, "n_threads": self.n_threads, "batching": False},
+        )
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="llamacpp"
+        )
+        self._rng = np.random.default_rng(seed)
+        self._llm = None
+        self._formatter = None
+        self._start_lock: asyncio.Lock | None = None
+        self._jobs: dict[str, _Job] = {}
+
+    # -- lifecycle ---------------------------------------------------------
+    async def start(self) -> None:
+        if self._llm is not None:
+            return
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self._llm is None:
+                loop = asyncio.get_running_loop()
+                await loop.run_in_executor(self._executor, self._load)
+
+    def _load(self) -> None:
+        if not os.path.isfile(self.model_path):
+            raise EngineError(f"model file not found: {self.model_path}")
+        from llama_cpp import Llama
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        started = time.perf_counter()
+        llm = Llama(
+            model_path=self.model_path,
+            n_ctx=self.n_ctx,
+            n_threads=self.n_threads,
+            n_threads_batch=self.n_threads,
+            logits_all=False,
+            verbose=False,
+        )
+        template = llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise EngineError("the GGUF file carries no chat template")
+        eos_id, bos_id = llm.token_eos(), llm.token_bos()
+        self._formatter = Jinja2ChatFormatter(
+            template=template,
+            eos_token=llm._model.token_get_text(eos_id) if eos_id != -1 else "",
+            bos_token=llm._model.token_get_text(bos_id) if bos_id != -1 else "",
+        )
+        self._llm = llm
+        logger.info(
+            "llama.cpp engine loaded model=%s threads=%d n_ctx=%d in %.0f ms",
+            self.info.model, self.n_threads, self.n_ctx,
+            (time.perf_counter() - started) * 1000,
+        )
+
+    async def shutdown(self) -> None:
+        for job in self._jobs.values():
+            job.cancelled.set()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._close)
+        self._executor.shutdown(wait=False)
+
+    def _close(self) -> None:
+        if self._llm is not None:
+            self._llm.close()
+            self._llm = None
+
+    # -- generation --------------------------------------------------------
+    async def generate(
+        self,
+        request_id: str,
+        messages: Sequence[dict[str, str]],
+        params: GenerationParams,
+    ) -> AsyncIterator[Delta]:
+        await self.start()
+        if request_id in self._jobs:
+            raise EngineError(f"duplicate request id {request_id}")
+        job = _Job(request_id, messages, params, asyncio.get_running_loop(), asyncio.Queue())
+        self._jobs[request_id] = job
+        future = job.loop.run_in_executor(self._executor, self._run, job)
+        try:
+            while True:
+                item = await job.queue.get()
+                if item is _DONE:
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            job.cancelled.set()
+            self._jobs.pop(request_id, None)
+            # Retrieve the worker's result so no exception goes unobserved.
+            future.add_done_callback(lambda f: f.exception())
+
+    async def abort(self, request_id: str) -> None:
+        job = self._jobs.get(request_id)
+        if job is not None:
+            job.cancelled.set()
+
+    def _run(self, job: _Job) -> None:
+        """Runs on the worker thread: decode ``job`` and emit its deltas."""
+        try:
+            if not job.cancelled.is_set():
+                self._decode(job)
+        except EngineError as exc:
+            job.emit(exc)
+        except Exception as exc:  # noqa: BLE001 - surfaced to the caller
+            logger.exception("llama.cpp generation failed request_id=%s", job.request_id)
+            job.emit(EngineError(f"{type(exc).__name__} in llama.cpp generation"))
+        finally:
+            job.emit(_DONE)
+
+    def _decode(self, job: _Job) -> None:
+        import llama_cpp
+
+        admitted_ns = time.monotonic_ns()
+        llm = self._llm
+        if llm is None:
+            raise EngineError("engine is not started")
+        prompt = self._formatter(messages=list(job.messages)).prompt
+        tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
+        if len(tokens) + job.params.max_tokens > self.n_ctx:
+            raise EngineError(
+                f"prompt of {len(tokens)} tokens plus {job.params.max_tokens} output "
+                f"tokens exceeds the context window of {self.n_ctx}"
+            )
+        # Reuse the KV cache of the longest common prefix (the system prompt).
+        cached = llm.input_ids[: llm.n_tokens]
+        prefix = 0
+        for prefix, (old, new) in enumerate(zip(cached, tokens)):  # noqa: B007
+            if old != new:
+                break
+        else:
+            prefix = min(len(cached), len(tokens))
+        llm.n_tokens = min(prefix, len(tokens) - 1)
+        llm.eval(tokens[llm.n_tokens :])
+
+        vocab = llm._model.vocab
+        n_vocab = llm.n_vocab()
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        first = True
+        params = job.params
+        for produced in range(params.max_tokens):
+            if job.cancelled.is_set():
+                return
+            logits = np.ctypeslib.as_array(
+                llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n_vocab,)
+            )
+            token = self._sample(logits, params.temperature)
+            if params.ignore_eos:
+                while llama_cpp.llama_vocab_is_eog(vocab, token):
+                    logits = logits.copy()
+                    logits[token] = -np.inf
+                    token = self._sample(logits, params.temperature)
+            logprob = _log_softmax_at(logits, token)
+            if llama_cpp.llama_vocab_is_eog(vocab, token):
+                tail = decoder.decode(b"", final=True)
+                job.emit(Delta(text=tail, finish_reason="stop",
+                               prompt_tokens=len(tokens) if first else None,
+                               admitted_ns=admitted_ns if first else None))
+                return
+            text = decoder.decode(llm.detokenize([token]))
+            last = produced == params.max_tokens - 1
+            if last:
+                text += decoder.decode(b"", final=True)
+            job.emit(Delta(
+                text=text,
+                token_logprobs=(logprob,),
+                prompt_tokens=len(tokens) if first else None,
+                admitted_ns=admitted_ns if first else None,
+                finish_reason="length" if last else None,
+            ))
+            first = False
+            if not last:
+                llm.eval([token])
+
+    def _sample(self, logits: np.ndarray, temperature: float) -> int:
+        if temperature <= 0:
+            return int(np.argmax(logits))
+        scaled = logits.astype(np.float64) / temperature
+        probs = np.exp(scaled - scaled.max())
+        probs /= probs.sum()
+        return int(self._rng.choice(len(probs), p=probs))

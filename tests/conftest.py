@@ -1,0 +1,124 @@
+"""Shared fixtures: users, the fake engine, and a real Daphne server."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+from django.conf import settings
+
+from clinical.engine import engine_set
+from inference.fake_engine import FakeEngine
+
+ROOT = Path(__file__).resolve().parent.parent
+PASSWORD = "correct-horse-battery-staple-42"
+
+
+@pytest.fixture
+def clinician(django_user_model):
+    """The owner of the translations under test."""
+    return django_user_model.objects.create_user("dr-owner", password=PASSWORD)
+
+
+@pytest.fixture
+def other_clinician(django_user_model):
+    return django_user_model.objects.create_user("dr-other", password=PASSWORD)
+
+
+@pytest.fixture
+def fake_engine():
+    """Install a fast fake engine as the process engine for this test."""
+    engine = FakeEngine()
+    engine_set(engine)
+    yield engine
+    engine_set(None)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class DaphneServer:
+    """A real ``daphne`` process serving clinical.asgi on a free port."""
+
+    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self.port = _free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.ws_url = f"ws://127.0.0.1:{self.port}"
+        self.log_path = log_path
+        self._log = open(log_path, "wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
+             "clinical.asgi:application"],
+            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+        )
+
+    def wait_ready(self, timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"daphne exited:\n{self.log_path.read_text()[-3000:]}")
+            try:
+                if httpx.get(self.base_url + "/accounts/login/", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.2)
+        raise TimeoutError("daphne did not become ready")
+
+    def login(self, username: str, password: str = PASSWORD) -> str:
+        """Log in through the real login form; returns the session cookie."""
+        with httpx.Client(base_url=self.base_url) as client:
+            client.get("/accounts/login/")
+            response = client.post("/accounts/login/", data={
+                "username": username, "password": password,
+                "csrfmiddlewaretoken": client.cookies["csrftoken"],
+            })
+            assert response.status_code == 302, response.text[:500]
+            return client.cookies["sessionid"]
+
+    def logs(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._log.close()
+
+
+@pytest.fixture
+def daphne_server(transactional_db, tmp_path):
+    """Factory: ``daphne_server(INFERENCE_ENGINE="llamacpp", ...)`` starts a
+    real Daphne on the test database and a real Redis; stopped at teardown."""
+    servers: list[DaphneServer] = []
+
+    def start(**env_overrides: str) -> DaphneServer:
+        env = dict(os.environ)
+        env.update({
+            "DATABASE_URL": f"sqlite:///{settings.DATABASES['default']['NAME']}",
+            "REDIS_URL": settings.REDIS_URL,
+            "CHANNEL_PREFIX": f"test-{uuid.uuid4().hex[:8]}",
+            "PYTHONUNBUFFERED": "1",
+        })
+        env.update(env_overrides)
+        server = DaphneServer(env, tmp_path / f"daphne-{len(servers)}.log")
+        servers.append(server)
+        server.wait_ready()
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()

@@ -1,0 +1,24 @@
+"""Real clinical text from ../shared/data (see its README)."""
+
+from __future__ import annotations
+
+import csv
+import functools
+import os
+from pathlib import Path
+
+SHARED_DATA = Path(os.environ.get("SHARED_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+@functools.cache
+def laymaker_sentences() -> list[str]:
+    """The ORIGINAL column of laymaker-dev.csv (250 MTSamples sentences)."""
+    with open(SHARED_DATA / "laymaker-dev.csv", newline="", encoding="utf-8") as handle:
+        return [row["ORIGINAL"].strip() for row in csv.DictReader(handle)]
+
+
+def diagnosis_sentence(index: int = 0) -> str:
+    """A laymaker sentence that reads like a diagnosis (contains a medical term)."""
+    medical = [s for s in laymaker_sentences() if any(
+        w in s.lower() for w in ("diagnos", "disease", "pain", "fracture", "carcinoma", "infection", "history"))]
+    return medical[index % len(medical)]

@@ -1,0 +1,172 @@
+"""The WebSocket protocol, driven in-process with a fake engine.
+
+These are fast unit tests of the consumer; tests/test_live_stack.py runs the
+same path through a real Daphne with a real model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import AnonymousUser
+
+from clinical.consumers import CLOSE_UNAUTHENTICATED, TranslateConsumer
+from clinical.models import Translation
+from tests.data import diagnosis_sentence
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def open_socket(user) -> WebsocketCommunicator:
+    communicator = WebsocketCommunicator(TranslateConsumer.as_asgi(), "/ws/translate/")
+    communicator.scope["user"] = user
+    connected, _ = await communicator.connect()
+    assert connected
+    return communicator
+
+
+async def frames_until(communicator, *final_types: str, timeout: float = 10) -> list[dict]:
+    frames = []
+    while True:
+        frame = await communicator.receive_json_from(timeout=timeout)
+        frames.append(frame)
+        if frame["type"] in final_types:
+            return frames
+
+
+async def rows() -> list[Translation]:
+    return await database_sync_to_async(lambda: list(Translation.objects.all()))()
+
+
+async def test_anonymous_socket_is_closed(fake_engine):
+    communicator = WebsocketCommunicator(TranslateConsumer.as_asgi(), "/ws/translate/")
+    communicator.scope["user"] = AnonymousUser()
+    connected, code = await communicator.connect()
+    assert not connected
+    assert code == CLOSE_UNAUTHENTICATED
+
+
+async def test_translation_streams_tokens_then_done_and_row_matches(fake_engine, clinician):
+    text = diagnosis_sentence()
+    communicator = await open_socket(clinician)
+    await communicator.send_json_to({"type": "translate", "text": text})
+    frames = await frames_until(communicator, "done")
+    await communicator.disconnect()
+
+    assert frames[0]["type"] == "started" and frames[0]["engine"] == "fake"
+    tokens = [f["text"] for f in frames if f["type"] == "token"]
+    assert len(tokens) == len(("Plain words: " + text).split(" "))
+    done = frames[-1]
+    (row,) = await rows()
+    assert done["id"] == str(row.request_id)
+    assert row.status == Translation.Status.COMPLETED
+    assert row.output_text == "".join(tokens).strip()
+    assert row.input_text == text
+    assert row.user_id == clinician.pk
+    assert row.tokens_out == done["tokens_out"] == len(tokens)
+    assert done["confidence"] == pytest.approx(row.confidence) and 0 < row.confidence <= 1
+    assert 0 <= row.queue_wait_ms <= row.ttft_ms <= row.total_ms
+
+
+@pytest.mark.parametrize("text, code", [
+    ("", "empty"),
+    ("   \n\t ", "empty"),
+    ("x" * 8001, "too_long"),
+    (12345, "invalid"),
+    ("chest pain\x00", "invalid"),
+])
+async def test_bad_text_is_refused_with_error_frame_and_nothing_stored(fake_engine, clinician, text, code):
+    communicator = await open_socket(clinician)
+    await communicator.send_json_to({"type": "translate", "text": text})
+    frame = await communicator.receive_json_from()
+    assert frame["type"] == "error" and frame["code"] == code and frame["message"]
+    assert await rows() == []
+    # The socket stays usable for the next good request.
+    await communicator.send_json_to({"type": "translate", "text": "Left knee pain."})
+    assert (await frames_until(communicator, "done"))[-1]["type"] == "done"
+    await communicator.disconnect()
+
+
+@pytest.mark.parametrize("raw", ["{not json", "[1, 2", '"just a string"', '{"type": "dance"}', "[]"])
+async def test_malformed_frame_gets_error_frame_and_socket_stays_open(fake_engine, clinician, raw):
+    communicator = await open_socket(clinician)
+    await communicator.send_to(text_data=raw)
+    frame = await communicator.receive_json_from()
+    assert frame == {"type": "error", "code": "bad_frame", "message": frame["message"]}
+    await communicator.send_json_to({"type": "translate", "text": "No acute distress."})
+    assert (await frames_until(communicator, "done"))[-1]["type"] == "done"
+    await communicator.disconnect()
+
+
+async def test_binary_frame_gets_error_frame(fake_engine, clinician):
+    communicator = await open_socket(clinician)
+    await communicator.send_to(bytes_data=b"\xff\xfe\x00")
+    frame = await communicator.receive_json_from()
+    assert frame["type"] == "error" and frame["code"] == "bad_frame"
+    await communicator.disconnect()
+
+
+async def test_cancel_stops_the_stream_and_aborts_the_engine(fake_engine, clinician):
+    fake_engine.token_delay_s = 0.05
+    communicator = await open_socket(clinician)
+    await communicator.send_json_to({"type": "translate", "text": " ".join(["word"] * 200)})
+    started = await communicator.receive_json_from()
+    first = await communicator.receive_json_from()
+    assert first["type"] == "token"
+    await communicator.send_json_to({"type": "cancel"})
+    frames = await frames_until(communicator, "cancelled")
+    await communicator.disconnect()
+
+    tokens_received = 1 + sum(f["type"] == "token" for f in frames)
+    assert tokens_received < 50
+    (row,) = await rows()
+    assert row.status == Translation.Status.CANCELLED
+    assert row.finish_reason == "abort"
+    assert started["id"] in fake_engine.aborted
+    assert row.tokens_out < 50
+
+
+async def test_disconnect_mid_stream_marks_the_row_cancelled(fake_engine, clinician):
+    fake_engine.token_delay_s = 0.05
+    communicator = await open_socket(clinician)
+    await communicator.send_json_to({"type": "translate", "text": " ".join(["word"] * 200)})
+    started = await communicator.receive_json_from()
+    await communicator.receive_json_from()
+    await communicator.disconnect()
+
+    (row,) = await rows()
+    assert row.status == Translation.Status.CANCELLED
+    assert started["id"] in fake_engine.aborted
+
+
+async def test_engine_error_mid_stream_sends_error_frame_and_records_error(fake_engine, clinician):
+    fake_engine.fail_after = 3
+    communicator = await open_socket(clinician)
+    await communicator.send_json_to({"type": "translate", "text": diagnosis_sentence(1)})
+    frames = await frames_until(communicator, "error")
+    await communicator.disconnect()
+
+    assert sum(f["type"] == "token" for f in frames) == 3
+    assert frames[-1]["code"] == "engine_error"
+    (row,) = await rows()
+    assert row.status == Translation.Status.ERROR
+    assert row.error_class == "EngineError"
+    assert row.tokens_out == 3
+
+
+async def test_second_translate_while_running_is_refused(fake_engine, clinician):
+    fake_engine.token_delay_s = 0.05
+    communicator = await open_socket(clinician)
+    await communicator.send_json_to({"type": "translate", "text": " ".join(["word"] * 40)})
+    await communicator.receive_json_from()
+    await communicator.send_json_to({"type": "translate", "text": "Another one."})
+    frames = await frames_until(communicator, "error")
+    assert frames[-1]["code"] == "in_progress"
+    await communicator.send_json_to({"type": "cancel"})
+    await frames_until(communicator, "cancelled")
+    await communicator.disconnect()
+    assert len(await rows()) == 1
+    await asyncio.sleep(0)

