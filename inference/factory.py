@@ -64,9 +64,12 @@ def create_engine(config: EngineConfig) -> Engine:
     name = resolve_engine_name(config.engine)
     logger.info("inference engine selected: %s (configured %s)", name, config.engine)
     if name == "fake":
+        import os
+
         from inference.fake_engine import FakeEngine
 
-        return FakeEngine()
+        # Tests of the web stack slow the fake engine down to exercise cancel.
+        return FakeEngine(token_delay_s=float(os.environ.get("FAKE_ENGINE_TOKEN_DELAY_S", "0")))
     if name == "llamacpp":
         from inference.llamacpp_engine import LlamaCppEngine
 

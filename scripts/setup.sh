@@ -43,5 +43,13 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
   echo "$WANT" > "$STAMP"
 fi
 
+# Debian's chromium for the browser tests (Playwright cannot download one here).
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "==> installing Debian's chromium"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+
 echo "==> preparing models (assemble, verify SHA-256, convert for vLLM)"
 "$VENV/bin/python" -m inference.models prepare

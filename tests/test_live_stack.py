@@ -94,3 +94,18 @@ async def _in_thread(function, *args):
     from asgiref.sync import sync_to_async
 
     return await sync_to_async(function, thread_sensitive=False)(*args)
+
+
+async def test_an_idle_socket_survives_the_channel_layer_poll(daphne_server, clinician):
+    """channels_redis polls Redis with a 5 s BZPOPMIN: a socket idle for
+    longer must stay open and still translate (redis-py 8 broke this)."""
+    import asyncio
+
+    server = daphne_server(INFERENCE_ENGINE="fake")
+    session = server.login(clinician.username)
+    async with connect(server.ws_url + "/ws/translate/", additional_headers={
+            "Cookie": f"sessionid={session}", "Origin": server.base_url}) as socket:
+        await asyncio.sleep(6.5)
+        await socket.send(json.dumps({"type": "translate", "text": "Mild left knee effusion."}))
+        frames = [json.loads(await socket.recv()) for _ in range(2)]
+    assert [f["type"] for f in frames] == ["started", "token"]
