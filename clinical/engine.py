@@ -8,11 +8,13 @@ shares it.
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 from django.conf import settings
 
-from inference.base import Engine
+from inference.base import Engine, GenerationParams
 from inference.factory import EngineConfig, create_engine
+from inference.prompts import build_messages
 
 _engine: Engine | None = None
 _ready: asyncio.Future | None = None
@@ -32,7 +34,8 @@ def engine_config_from_settings() -> EngineConfig:
 
 
 async def engine_get() -> Engine:
-    """The started engine of this process (loads it on the first call).
+    """The started engine of this process (loads it on the first call and
+    prefills the shared prompt).
 
     Concurrent first callers wait for the same load.
 
@@ -48,6 +51,7 @@ async def engine_get() -> Engine:
             if _engine is None:
                 _engine = create_engine(engine_config_from_settings())
             await _engine.start()
+            await _prefill_shared_prompt(_engine)
         except BaseException as exc:
             _ready.set_exception(exc)
             _ready.exception()  # mark retrieved; callers get the raise below
@@ -55,6 +59,15 @@ async def engine_get() -> Engine:
         _ready.set_result(_engine)
         return _engine
     return await asyncio.shield(_ready)
+
+
+async def _prefill_shared_prompt(engine: Engine) -> None:
+    """Run one 1-token request so the shared system prompt is in the KV
+    cache before the first clinician asks (prefix caching); its text is a
+    fixed phrase, not patient data."""
+    params = GenerationParams(max_tokens=1)
+    async for _ in engine.generate(f"warmup-{uuid.uuid4()}", build_messages("No acute distress."), params):
+        pass
 
 
 def engine_set(engine: Engine | None) -> None:

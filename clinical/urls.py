@@ -5,6 +5,7 @@ from clinical import views
 
 urlpatterns = [
     path("", views.translate_page, name="translate"),
+    path("readyz", views.readiness, name="readiness"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
 ]

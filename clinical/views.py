@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from clinical.engine import engine_get
 from clinical.selectors import translation_list_for_user
 
 
@@ -17,3 +18,15 @@ def translate_page(request: HttpRequest) -> HttpResponse:
         "recent": translation_list_for_user(user=request.user, limit=10),
         "max_input_chars": settings.MAX_INPUT_CHARS,
     })
+
+
+async def readiness(request: HttpRequest) -> JsonResponse:
+    """``GET /readyz``: 200 once the engine is loaded (loads it if needed),
+    503 if it cannot load. Carries no patient data, so needs no login."""
+    try:
+        engine = await engine_get()
+    except Exception as exc:  # noqa: BLE001 - reported as not ready
+        return JsonResponse({"status": "unavailable", "error": type(exc).__name__}, status=503)
+    info = engine.info
+    return JsonResponse({"status": "ready", "engine": info.engine, "model": info.model,
+                         "precision": info.precision, "device": info.device})

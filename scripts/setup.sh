@@ -30,7 +30,7 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
   if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
     echo "==> building llama-cpp-python $LLAMA_VERSION (once per CPU type, a few minutes)"
     CMAKE_ARGS="-DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
-      "${PIP[@]}" wheel --no-deps "llama-cpp-python==$LLAMA_VERSION" -w "$WHEELS"
+      "${PIP[@]}" wheel --quiet --no-deps "llama-cpp-python==$LLAMA_VERSION" -w "$WHEELS"
   fi
   echo "==> installing Python dependencies"
   # torch first: the CPU wheel on this machine's disk, not a CUDA download.

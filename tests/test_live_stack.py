@@ -109,3 +109,26 @@ async def test_an_idle_socket_survives_the_channel_layer_poll(daphne_server, cli
         await socket.send(json.dumps({"type": "translate", "text": "Mild left knee effusion."}))
         frames = [json.loads(await socket.recv()) for _ in range(2)]
     assert [f["type"] for f in frames] == ["started", "token"]
+
+
+def test_readiness_reports_the_loaded_engine(daphne_server):
+    server = daphne_server(INFERENCE_ENGINE="fake")
+    import httpx
+
+    response = httpx.get(server.base_url + "/readyz", timeout=30)
+    assert response.status_code == 200
+    assert response.json() == {"status": "ready", "engine": "fake", "model": "fake-echo",
+                               "precision": "none", "device": "cpu"}
+
+
+async def test_a_missing_model_gives_503_and_a_clear_error_frame(daphne_server, clinician):
+    import httpx
+
+    server = daphne_server(INFERENCE_ENGINE="llamacpp", INFERENCE_MODEL="/nonexistent/model.gguf")
+    response = await _in_thread(lambda: httpx.get(server.base_url + "/readyz", timeout=30))
+    assert response.status_code == 503 and response.json()["error"] == "EngineError"
+    session = server.login(clinician.username)
+    frames = await translate_over_socket(server, session, laymaker_sentences()[5])
+    assert frames == [{"type": "error", "code": "engine_error",
+                       "message": "The translation engine is unavailable. Please try again."}]
+    assert await _in_thread(lambda: Translation.objects.count()) == 0
