@@ -3,16 +3,21 @@
 Client → server frames (JSON text):
     ``{"type": "translate", "text": "<diagnosis>"}``
     ``{"type": "cancel"}``
+    ``{"type": "watch", "id": "<request id>"}``: follow the verification of
+    one of the user's own earlier translations.
 Server → client frames:
     ``{"type": "started", "id", "engine", "model", "precision"}``
     ``{"type": "token", "text"}`` (one per decoded piece)
     ``{"type": "done", "id", "status": "completed", "ttft_ms", "total_ms",
     "queue_wait_ms", "tokens_in", "tokens_out", "tokens_per_s",
-    "confidence", "finish_reason"}``
+    "confidence", "finish_reason", "verification"}``
+    then, below the confidence threshold, ``verifying`` and later
+    ``verified`` or ``verification_failed`` (see
+    :func:`clinical.rerun.verification_frame`).
     ``{"type": "cancelled", "id"}``
     ``{"type": "error", "code", "message"}`` with ``code`` one of
     ``bad_frame``, ``empty``, ``too_long``, ``invalid``, ``in_progress``,
-    ``engine_error``.
+    ``engine_error``, ``not_found``.
 Anonymous sockets are closed with code 4401.
 """
 
@@ -27,7 +32,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.core.exceptions import ValidationError
 
-from clinical import services
+from clinical import rerun, selectors, services
 from clinical.engine import engine_get
 from clinical.models import Translation
 
@@ -71,11 +76,13 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
         kind = content.get("type") if isinstance(content, dict) else None
         if kind == "translate":
             await self.start_translation(content.get("text"), received_ns)
+        elif kind == "watch":
+            await self.watch(content.get("id"))
         elif kind == "cancel":
             if self.task is not None and not self.task.done():
                 self.task.cancel()
         else:
-            await self.send_error("bad_frame", 'Unknown frame; expected type "translate" or "cancel".')
+            await self.send_error("bad_frame", 'Unknown frame; expected type "translate", "cancel" or "watch".')
 
     async def start_translation(self, text: object, received_ns: int) -> None:
         if self.task is not None and not self.task.done():
@@ -94,6 +101,7 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
             await self.send_error(exc.code or "invalid", exc.messages[0])
             return
         self.translation = translation
+        await self.channel_layer.group_add(rerun.translation_group(translation.request_id), self.channel_name)
         await self.send_json({
             "type": "started", "id": str(translation.request_id),
             "engine": engine.info.engine, "model": engine.info.model,
@@ -111,8 +119,30 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
             raise
         if done.status == Translation.Status.COMPLETED:
             await self.send_json(done_frame(done))
+            await self.send_verification_state(done)
         else:
             await self.send_error("engine_error", "The translation failed and was recorded. Please try again.")
+
+    async def watch(self, request_id: object) -> None:
+        try:
+            translation = await database_sync_to_async(selectors.translation_get_for_user)(
+                user=self.scope["user"], request_id=request_id)
+        except (Translation.DoesNotExist, ValidationError, ValueError, TypeError):
+            await self.send_error("not_found", "No such translation.")
+            return
+        await self.channel_layer.group_add(rerun.translation_group(translation.request_id), self.channel_name)
+        # Read the state after joining, so no update falls between the two.
+        await translation.arefresh_from_db()
+        await self.send_verification_state(translation)
+
+    async def send_verification_state(self, translation: Translation) -> None:
+        frame = await database_sync_to_async(rerun.verification_frame)(translation)
+        if frame is not None:
+            await self.send_json(frame)
+
+    async def translation_verification(self, event: dict) -> None:
+        """Channel-layer handler: a re-run worker reports progress."""
+        await self.send_json(event["frame"])
 
     async def send_error(self, code: str, message: str) -> None:
         await self.send_json({"type": "error", "code": code, "message": message})
@@ -139,6 +169,7 @@ def done_frame(translation: Translation) -> dict:
         "tokens_per_s": translation.tokens_per_s,
         "confidence": translation.confidence,
         "finish_reason": translation.finish_reason,
+        "verification": translation.verification,
     }
 
 

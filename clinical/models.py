@@ -27,6 +27,13 @@ class Translation(models.Model):
         WEB = "web", "Web page"
         CLI = "cli", "Command line"
 
+    class Verification(models.TextChoices):
+        NOT_NEEDED = "not_needed", "Not needed"
+        PENDING = "pending", "Verification pending"
+        RUNNING = "running", "Verifying"
+        VERIFIED = "verified", "Verified"
+        FAILED = "failed", "Verification failed"
+
     FINAL_STATUSES = (Status.COMPLETED, Status.CANCELLED, Status.ERROR)
 
     request_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
@@ -59,6 +66,10 @@ class Translation(models.Model):
         null=True, blank=True,
         help_text="Geometric-mean token probability of the output, in (0, 1].",
     )
+    verification = models.CharField(
+        max_length=12, choices=Verification.choices, default=Verification.NOT_NEEDED, db_index=True,
+        help_text="Full-precision re-run state; set when confidence is below the threshold.",
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -74,9 +85,55 @@ class Translation(models.Model):
         return f"Translation {self.request_id} ({self.status})"
 
     @property
+    def verified_rerun(self) -> "Rerun | None":
+        """The completed full-precision re-run, if any."""
+        return next((r for r in self.reruns.all() if r.status == Rerun.Status.COMPLETED), None)
+
+    @property
     def tokens_per_s(self) -> float | None:
         """Decode rate after the first token (tokens/s), or None."""
         if not self.tokens_out or self.tokens_out < 2 or self.total_ms is None or self.ttft_ms is None:
             return None
         decode_ms = self.total_ms - self.ttft_ms
         return (self.tokens_out - 1) / (decode_ms / 1000) if decode_ms > 0 else None
+
+
+class Rerun(models.Model):
+    """A full-precision re-generation of a low-confidence translation.
+
+    Created with the translation's final row when its confidence is below
+    ``CONFIDENCE_THRESHOLD``; run by the Celery task
+    ``clinical.tasks.translation_verify`` on the ``rerun`` queue. At most one
+    per (translation, precision), so a redelivered task cannot produce a
+    second result. Timings in ms.
+    """
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        COMPLETED = "completed", "Completed"
+        FAILED = "failed", "Failed"
+
+    translation = models.ForeignKey(Translation, on_delete=models.CASCADE, related_name="reruns")
+    precision = models.CharField(max_length=16, default="fp32")
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.QUEUED)
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="Times a worker started it.")
+    enqueued_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    queue_wait_ms = models.FloatField(null=True, blank=True, help_text="enqueued → first started (ms)")
+    duration_ms = models.FloatField(null=True, blank=True, help_text="generation time of the run that completed (ms)")
+    output_text = models.TextField(blank=True)
+    confidence = models.FloatField(null=True, blank=True)
+    tokens_out = models.PositiveIntegerField(null=True, blank=True)
+    engine = models.CharField(max_length=32, blank=True)
+    model_name = models.CharField(max_length=200, blank=True)
+    error_class = models.CharField(max_length=120, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["translation", "precision"], name="rerun_one_per_precision"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Rerun {self.precision} of {self.translation.request_id} ({self.status})"

@@ -19,6 +19,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from clinical import rerun
 from clinical.log import request_id_var
 from clinical.models import Translation
 from inference.base import Delta, Engine, EngineInfo, GenerationParams
@@ -93,6 +94,10 @@ def translation_finish(*, translation_id: int, status: str, output_text: str,
                        figures: TranslationFigures, error_class: str = "") -> Translation:
     """Put a pending translation in its final state, exactly once.
 
+    A completed translation whose confidence is below the threshold gets a
+    full-precision re-run queued in the same transaction
+    (:func:`clinical.rerun.rerun_request`).
+
     The first call wins: a translation that is already final is returned
     unchanged, so a late or repeated call can never overwrite an outcome.
 
@@ -117,6 +122,8 @@ def translation_finish(*, translation_id: int, status: str, output_text: str,
     row.confidence = figures.confidence
     row.finish_reason = figures.finish_reason
     row.save()
+    if status == Translation.Status.COMPLETED and rerun.needs_rerun(row.confidence):
+        rerun.rerun_request(translation=row)
     return row
 
 

@@ -146,6 +146,35 @@ MAX_OUTPUT_TOKENS = int(os.environ.get("MAX_OUTPUT_TOKENS", "256"))
 # Source design: "if confidence < 0.85, re-run in FP32".
 CONFIDENCE_THRESHOLD = float(os.environ.get("CONFIDENCE_THRESHOLD", "0.85"))
 
+# --- Confidence gate: full-precision re-runs on Celery ------------------------
+# The worker's engine: vLLM in float32 without quantization over the same
+# model's weights as a Hugging Face folder (RERUN_MODEL; empty = the default
+# model converted by scripts/setup.sh).
+RERUN_ENGINE = os.environ.get("RERUN_ENGINE", "vllm")
+RERUN_MODEL = os.environ.get("RERUN_MODEL", "")
+RERUN_DTYPE = os.environ.get("RERUN_DTYPE", "float32")
+RERUN_SOFT_TIME_LIMIT_S = int(os.environ.get("RERUN_SOFT_TIME_LIMIT_S", "900"))
+RERUN_TIME_LIMIT_S = int(os.environ.get("RERUN_TIME_LIMIT_S", "960"))
+RERUN_MAX_RETRIES = int(os.environ.get("RERUN_MAX_RETRIES", "3"))
+RERUN_RETRY_BACKOFF_S = int(os.environ.get("RERUN_RETRY_BACKOFF_S", "5"))
+
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_ROUTES = {"clinical.tasks.translation_verify": {"queue": "rerun"}}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    # An unacknowledged task is handed to another worker after this long: it
+    # must exceed the longest task (the hard time limit).
+    "visibility_timeout": int(os.environ.get("RERUN_VISIBILITY_TIMEOUT_S", str(RERUN_TIME_LIMIT_S + 240))),
+    "unacked_restore_interval": int(os.environ.get("CELERY_UNACKED_RESTORE_INTERVAL_S", "10")),
+    "unacked_restore_throttle": int(os.environ.get("CELERY_UNACKED_RESTORE_THROTTLE", "10")),
+    "global_keyprefix": os.environ.get("CELERY_KEY_PREFIX", ""),
+}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -5,10 +5,13 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404
 from django.shortcuts import render
 
+from clinical import rerun
 from clinical.engine import engine_get
-from clinical.selectors import translation_list_for_user
+from clinical.models import Translation
+from clinical.selectors import translation_get_for_user, translation_list_for_user
 
 
 @login_required
@@ -17,6 +20,24 @@ def translate_page(request: HttpRequest) -> HttpResponse:
     return render(request, "clinical/translate.html", {
         "recent": translation_list_for_user(user=request.user, limit=10),
         "max_input_chars": settings.MAX_INPUT_CHARS,
+    })
+
+
+@login_required
+def translation_detail(request: HttpRequest, request_id) -> HttpResponse:
+    """One of the clinician's own translations (404 for anyone else's). While
+    verification is pending the page follows it over the WebSocket."""
+    try:
+        translation = translation_get_for_user(user=request.user, request_id=request_id)
+    except Translation.DoesNotExist:
+        raise Http404("No such translation") from None
+    verified = translation.verified_rerun
+    frame = rerun.verification_frame(translation)
+    return render(request, "clinical/translation_detail.html", {
+        "translation": translation,
+        "shown_text": verified.output_text if verified else translation.output_text,
+        "fast_text": translation.output_text if verified else "",
+        "verification_message": frame["message"] if frame else "",
     })
 
 

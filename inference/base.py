@@ -125,3 +125,26 @@ class Engine(abc.ABC):
 
     async def shutdown(self) -> None:
         """Release the model's resources. The default does nothing."""
+
+
+async def generate_text(
+    engine: Engine,
+    request_id: str,
+    messages: Sequence[dict[str, str]],
+    params: GenerationParams,
+) -> tuple[str, list[float]]:
+    """Run one request to the end without streaming.
+
+    Returns:
+        ``(text, token_logprobs)``: the whole output and one natural-log
+        probability per generated token.
+
+    Raises:
+        EngineError: generation failed.
+    """
+    pieces: list[str] = []
+    logprobs: list[float] = []
+    async for delta in engine.generate(request_id, messages, params):
+        pieces.append(delta.text)
+        logprobs.extend(delta.token_logprobs)
+    return "".join(pieces), logprobs

@@ -26,7 +26,7 @@ class EngineConfig:
         n_ctx: context window in tokens.
         threads: CPU threads for llama.cpp (0 = all cores).
         quantization: vLLM quantization, ``"default"`` = fp8 on GPU, none on
-            CPU.
+            CPU; ``"none"`` = never quantize (full precision of ``dtype``).
         dtype: vLLM dtype, empty = fp32 on CPU, auto on GPU.
     """
 
@@ -81,8 +81,9 @@ def create_engine(config: EngineConfig) -> Engine:
                               precision=precision)
     from inference.vllm_engine import VllmEngine
 
-    model = config.model or str(models.smollm2_hf_path())
-    return VllmEngine(model, quantization=config.quantization or "default",
+    model = config.model or str(models.default_hf_path())
+    quantization = None if config.quantization == "none" else (config.quantization or "default")
+    return VllmEngine(model, quantization=quantization,
                       dtype=config.dtype or None, max_model_len=config.n_ctx)
 
 

@@ -87,6 +87,11 @@ def default_gguf_path() -> Path:
     return cache_dir() / "models" / DEFAULT_GGUF_NAME
 
 
+def default_hf_path() -> Path:
+    """Where the default model converted for vLLM lives (fp32, ~6.2 GB)."""
+    return cache_dir() / "models" / "qwen2.5-coder-1.5b-instruct-hf"
+
+
 def smollm2_hf_path() -> Path:
     """Where the SmolLM2 model converted for vLLM lives."""
     return cache_dir() / "models" / "smollm2-135m-instruct-hf"
@@ -220,7 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m inference.models prepare``: assemble, verify, convert."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("prepare", help="assemble the default GGUF, verify both models, convert SmolLM2 for vLLM")
+    prepare = sub.add_parser("prepare", help="assemble the default GGUF, verify both models, convert SmolLM2 for vLLM")
+    prepare.add_argument("--with-default-hf", action="store_true",
+                         help="also convert the default model for vLLM (fp32, ~6.2 GB, a few minutes)")
     sub.add_parser("paths", help="print the model paths")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -228,12 +235,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"default_gguf={default_gguf_path()}")
         print(f"smollm2_gguf={smollm2_gguf_path()}")
         print(f"smollm2_hf={smollm2_hf_path()}")
+        print(f"default_hf={default_hf_path()}")
         return 0
     smol = smollm2_gguf_path()
     verify_sha256(smol, SMOLLM2_SHA256)
     print(f"SmolLM2 GGUF ok: {smol}")
     print(f"default GGUF ok: {assemble_default_gguf()}")
     print(f"SmolLM2 for vLLM ok: {convert_gguf_to_hf(smol, smollm2_hf_path())}")
+    if args.with_default_hf:
+        print(f"default model for vLLM ok: {convert_gguf_to_hf(default_gguf_path(), default_hf_path())}")
     return 0
 
 

@@ -13,6 +13,7 @@ need an ``if __name__ == "__main__"`` guard.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import time
@@ -131,6 +132,9 @@ class VllmEngine(Engine):
         if self._llm is not None:
             self._llm.shutdown()
             self._llm = None
+            # Collect the engine now, while the interpreter is intact; left to
+            # exit time its __del__ fails on half-torn-down modules.
+            gc.collect()
 
     def _prompt_token_ids(self, messages: Sequence[dict[str, str]]) -> list[int]:
         ids = self._tokenizer.apply_chat_template(

@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 PY=.venv/bin/python
+# The re-run worker's full-precision copy of the default model (fp32 for
+# vLLM, ~6.2 GB, made once; about 1 min).
+$PY -m inference.models prepare --with-default-hf >/dev/null
 REDIS_URL=$($PY scripts/ensure_redis.py)
 export REDIS_URL
 $PY manage.py migrate --noinput -v0
@@ -17,9 +20,17 @@ echo "  Demo clinician login:"
 $PY manage.py demo_user | sed 's/^/    /'
 echo "  Redis: $REDIS_URL · engine: ${INFERENCE_ENGINE:-auto} · Ctrl-C stops it"
 echo
+# The confidence gate's worker: full-precision re-runs on the "rerun" queue.
+mkdir -p var
+.venv/bin/celery -A clinical worker -Q rerun --pool solo --concurrency 1 \
+  --loglevel INFO --logfile var/celery-rerun.log &
+WORKER_PID=$!
+trap 'kill $WORKER_PID 2>/dev/null; wait $WORKER_PID 2>/dev/null' EXIT INT TERM
+echo "  Re-run worker started (log: var/celery-rerun.log)"
+
 # Load the model and prefill the shared prompt as soon as Daphne is up.
 ( for _ in $(seq 120); do
     curl -sf "http://$HOST:$PORT/readyz" >/dev/null 2>&1 && { echo "  engine ready"; break; }
     sleep 1
   done ) &
-exec .venv/bin/daphne -b "$HOST" -p "$PORT" clinical.asgi:application
+.venv/bin/daphne -b "$HOST" -p "$PORT" clinical.asgi:application

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis
 from django.conf import settings
 
 from clinical.engine import engine_set
@@ -100,21 +101,36 @@ class DaphneServer:
 
 
 @pytest.fixture
-def daphne_server(transactional_db, tmp_path):
+def stack_env(transactional_db):
+    """Environment shared by the processes of one test's stack (Daphne,
+    Celery workers): the test database, the real Redis, and channel-layer
+    and broker key prefixes of this test alone."""
+    run = uuid.uuid4().hex[:8]
+    env = dict(os.environ)
+    env.update({
+        "DATABASE_URL": f"sqlite:///{settings.DATABASES['default']['NAME']}",
+        "REDIS_URL": settings.REDIS_URL,
+        "CHANNEL_PREFIX": f"test-{run}",
+        "CELERY_KEY_PREFIX": f"test-{run}:",
+        "PYTHONUNBUFFERED": "1",
+    })
+    previous = settings.CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"]
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = env["CELERY_KEY_PREFIX"]
+    yield env
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = previous
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    for key in client.scan_iter(match=f"*test-{run}*"):
+        client.delete(key)
+
+
+@pytest.fixture
+def daphne_server(stack_env, tmp_path):
     """Factory: ``daphne_server(INFERENCE_ENGINE="llamacpp", ...)`` starts a
     real Daphne on the test database and a real Redis; stopped at teardown."""
     servers: list[DaphneServer] = []
 
     def start(**env_overrides: str) -> DaphneServer:
-        env = dict(os.environ)
-        env.update({
-            "DATABASE_URL": f"sqlite:///{settings.DATABASES['default']['NAME']}",
-            "REDIS_URL": settings.REDIS_URL,
-            "CHANNEL_PREFIX": f"test-{uuid.uuid4().hex[:8]}",
-            "PYTHONUNBUFFERED": "1",
-        })
-        env.update(env_overrides)
-        server = DaphneServer(env, tmp_path / f"daphne-{len(servers)}.log")
+        server = DaphneServer(stack_env | env_overrides, tmp_path / f"daphne-{len(servers)}.log")
         servers.append(server)
         server.wait_ready()
         return server
@@ -122,3 +138,52 @@ def daphne_server(transactional_db, tmp_path):
     yield start
     for server in servers:
         server.stop()
+
+
+class CeleryWorker:
+    """A real ``celery worker`` process on the ``rerun`` queue."""
+
+    def __init__(self, env: dict[str, str], log_path: Path, name: str) -> None:
+        self.log_path = log_path
+        self._log = open(log_path, "wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "clinical", "worker", "-Q", "rerun",
+             "--pool", "solo", "--concurrency", "1", "--without-heartbeat", "--without-mingle",
+             "--without-gossip", "--loglevel", "INFO", "--hostname", f"{name}@%h"],
+            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+        )
+
+    def logs(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL: no clean-up, no acknowledgement."""
+        self.process.kill()
+        self.process.wait()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log.close()
+
+
+@pytest.fixture
+def celery_worker_process(stack_env, tmp_path):
+    """Factory: ``celery_worker_process(RERUN_ENGINE="fake", ...)`` starts a
+    real Celery worker in its own process; stopped at teardown."""
+    workers: list[CeleryWorker] = []
+
+    def start(**env_overrides: str) -> CeleryWorker:
+        name = f"rerun{len(workers)}"
+        worker = CeleryWorker(stack_env | env_overrides, tmp_path / f"{name}.log", name)
+        workers.append(worker)
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.stop()

@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from clinical.models import Translation
-from inference.models import smollm2_gguf_path
+from inference.models import smollm2_gguf_path, smollm2_hf_path
 from tests.conftest import PASSWORD
 from tests.data import laymaker_sentences
 
@@ -38,7 +38,8 @@ def only_translation() -> Translation:
     API keeps an event loop running in the test's thread, where Django
     refuses ORM calls."""
     with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(lambda: Translation.objects.select_related("user").get()).result()
+        return pool.submit(lambda: Translation.objects.select_related("user")
+                           .prefetch_related("reruns").get()).result()
 
 
 def log_in(page, server, username: str) -> None:
@@ -67,7 +68,7 @@ def test_clinician_watches_a_translation_stream_in(daphne_server, clinician, bro
     count_output_updates(page)
     page.get_by_role("button", name="Translate").click()
 
-    expect(page.locator("#status")).to_have_text("Done.", timeout=60_000)
+    expect(page.locator("#status")).to_have_text(re.compile(r"^Done"), timeout=60_000)
     assert page.evaluate("window.__outputUpdates") >= 3, "the text did not stream in pieces"
     expect(page.locator("#fig-ttft")).to_have_text(re.compile(r"^[\d,]+ ms$"))
     expect(page.locator("#fig-total")).to_have_text(re.compile(r"^[\d,]+ ms$"))
@@ -80,6 +81,40 @@ def test_clinician_watches_a_translation_stream_in(daphne_server, clinician, bro
     assert row.status == Translation.Status.COMPLETED and row.user == clinician
     assert page.locator("#output").inner_text().strip() == row.output_text
     assert f"{row.confidence:.2f}" == page.locator("#fig-confidence").inner_text()
+
+
+def test_verified_text_replaces_the_fast_one_and_is_there_on_return(
+        daphne_server, celery_worker_process, clinician, browser_page):
+    """Below the threshold the page shows verification progress, then swaps
+    in the FP32 text (fast draft kept for comparison); the detail page shows
+    the verified text after the clinician comes back."""
+    server = daphne_server(INFERENCE_ENGINE="fake", CONFIDENCE_THRESHOLD="1.01")
+    celery_worker_process(RERUN_ENGINE="vllm", RERUN_MODEL=str(smollm2_hf_path()))
+    page = browser_page
+    log_in(page, server, clinician.username)
+    sentence = laymaker_sentences()[8]
+    page.get_by_label("Diagnosis text").fill(sentence)
+    page.get_by_role("button", name="Translate").click()
+
+    verification = page.locator("#verification")
+    expect(verification).to_be_visible(timeout=30_000)
+    expect(page.locator("#verification-progress")).to_be_visible()
+    expect(verification).to_have_attribute("data-state", "verified", timeout=240_000)
+    expect(page.locator("#verification-progress")).to_be_hidden()
+    expect(verification).to_contain_text("Verified in full precision (fp32)")
+    fast = "Plain words: " + sentence
+    page.get_by_text("Compare with the fast draft").click()
+    expect(page.locator("#fast-text")).to_have_text(fast)
+    verified_text = only_translation().verified_rerun.output_text
+    expect(page.locator("#output")).to_have_text(verified_text)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "translate-verified.png"), full_page=True)
+
+    page.goto(server.base_url + "/")
+    page.locator("table.recent a").first.click()
+    expect(page.locator("#output")).to_have_text(verified_text)
+    expect(page.locator("#verification")).to_contain_text("Verified in full precision")
+    expect(page.locator("#fast-text")).to_have_text(fast)
 
 
 def test_cancel_button_stops_the_stream(daphne_server, clinician, browser_page):

@@ -1,35 +1,46 @@
-// Streams a translation over the WebSocket protocol in clinical/consumers.py.
-// Text from the server is only ever written with textContent.
+// Streams a translation over the WebSocket protocol in clinical/consumers.py
+// and follows its full-precision verification. Used by the translate page
+// and the translation detail page. Text from the server is only ever
+// written with textContent.
 (function () {
   "use strict";
-  const form = document.getElementById("translate-form");
-  if (!form) return;
-  const input = document.getElementById("diagnosis");
-  const output = document.getElementById("output");
-  const statusEl = document.getElementById("status");
-  const translateBtn = document.getElementById("translate-btn");
-  const cancelBtn = document.getElementById("cancel-btn");
-  const figures = document.getElementById("figures");
-  const fig = (id) => document.getElementById("fig-" + id);
+  const root = document.getElementById("translation");
+  if (!root) return;
+  const $ = (id) => document.getElementById(id);
+  const form = $("translate-form");
+  const input = $("diagnosis");
+  const output = $("output");
+  const statusEl = $("status");
+  const translateBtn = $("translate-btn");
+  const cancelBtn = $("cancel-btn");
+  const figures = $("figures");
+  const verifyBox = $("verification");
+  const verifyText = $("verification-text");
+  const verifyProgress = $("verification-progress");
+  const fastBox = $("fast-draft");
+  const fastText = $("fast-text");
+  const fig = (id) => $("fig-" + id);
 
   let socket = null;
   let running = false;
-  let pending = null; // a frame to send once the socket opens
+  let pending = [];      // frames to send once the socket opens
+  let currentId = root.dataset.watchId || null;
 
   function setStatus(text) { statusEl.textContent = text; }
   function setRunning(value) {
     running = value;
-    translateBtn.disabled = value;
-    cancelBtn.disabled = !value;
+    if (translateBtn) translateBtn.disabled = value;
+    if (cancelBtn) cancelBtn.disabled = !value;
     output.setAttribute("aria-busy", value ? "true" : "false");
   }
   function ms(value) { return value == null ? "–" : Math.round(value).toLocaleString() + " ms"; }
 
   function connect() {
     const scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
-    socket = new WebSocket(scheme + window.location.host + form.dataset.wsPath);
+    socket = new WebSocket(scheme + window.location.host + root.dataset.wsPath);
     socket.addEventListener("open", () => {
-      if (pending) { socket.send(JSON.stringify(pending)); pending = null; }
+      pending.forEach((frame) => socket.send(JSON.stringify(frame)));
+      pending = [];
     });
     socket.addEventListener("message", (event) => handle(JSON.parse(event.data)));
     socket.addEventListener("close", (event) => {
@@ -41,13 +52,39 @@
 
   function send(frame) {
     if (socket && socket.readyState === WebSocket.OPEN) { socket.send(JSON.stringify(frame)); }
-    else { pending = frame; if (!socket) connect(); }
+    else { pending.push(frame); if (!socket) connect(); }
+  }
+
+  function showVerifying(frame) {
+    verifyBox.hidden = false;
+    verifyBox.dataset.state = frame.state;
+    verifyProgress.hidden = false;
+    verifyText.textContent = frame.message;
+  }
+
+  function showVerified(frame) {
+    if (frame.id !== currentId) return;
+    // Keep the fast text for comparison, then swap in the verified text.
+    if (fastBox && fastText && !fastBox.dataset.filled) {
+      fastText.textContent = output.textContent;
+      fastBox.dataset.filled = "1";
+    }
+    if (fastBox) fastBox.hidden = false;
+    output.textContent = frame.text;
+    verifyBox.hidden = false;
+    verifyBox.dataset.state = "verified";
+    verifyProgress.hidden = true;
+    verifyText.textContent = frame.message;
+    setStatus("Verified text shown.");
   }
 
   function handle(frame) {
     switch (frame.type) {
       case "started":
+        currentId = frame.id;
         output.textContent = "";
+        verifyBox.hidden = true;
+        if (fastBox) { fastBox.hidden = true; delete fastBox.dataset.filled; }
         fig("engine").textContent = frame.engine + " · " + frame.model + " · " + frame.precision;
         setStatus("Translating…");
         break;
@@ -61,7 +98,20 @@
         fig("tokens").textContent = frame.tokens_out + (frame.tokens_per_s ? " (" + frame.tokens_per_s.toFixed(1) + " tokens/s)" : "");
         fig("confidence").textContent = frame.confidence == null ? "–" : frame.confidence.toFixed(2);
         figures.hidden = false;
-        setStatus("Done.");
+        setStatus(frame.verification === "pending" ? "Done; verifying." : "Done.");
+        break;
+      case "verifying":
+        if (frame.id === currentId) showVerifying(frame);
+        break;
+      case "verified":
+        showVerified(frame);
+        break;
+      case "verification_failed":
+        if (frame.id !== currentId) break;
+        verifyBox.hidden = false;
+        verifyBox.dataset.state = "failed";
+        verifyProgress.hidden = true;
+        verifyText.textContent = frame.message;
         break;
       case "cancelled":
         setRunning(false);
@@ -74,14 +124,19 @@
     }
   }
 
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    if (running) return;
-    figures.hidden = true;
-    setRunning(true);
-    setStatus("Connecting…");
-    send({ type: "translate", text: input.value });
-  });
-  cancelBtn.addEventListener("click", () => { if (running) send({ type: "cancel" }); });
+  if (form) {
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      if (running) return;
+      figures.hidden = true;
+      setRunning(true);
+      setStatus("Connecting…");
+      send({ type: "translate", text: input.value });
+    });
+    cancelBtn.addEventListener("click", () => { if (running) send({ type: "cancel" }); });
+  }
+  if (root.dataset.watchId && ["pending", "running"].includes(root.dataset.verification)) {
+    send({ type: "watch", id: root.dataset.watchId });
+  }
   connect();
 })();

@@ -1,0 +1,202 @@
+"""The confidence gate: services that request, run and record full-precision
+re-runs, and tell the clinician's socket about them.
+
+Source of the threshold: the product's design, "if confidence < 0.85,
+re-run in FP32" (``settings.CONFIDENCE_THRESHOLD``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from clinical.log import request_id_var
+from clinical.models import Rerun, Translation
+from inference.base import GenerationParams, generate_text
+from inference.confidence import sequence_confidence
+from inference.prompts import build_messages
+
+logger = logging.getLogger(__name__)
+
+RERUN_PRECISION = "fp32"
+
+
+def translation_group(request_id) -> str:
+    """Channel-layer group of one translation's sockets."""
+    return f"translation-{request_id}"
+
+
+def needs_rerun(confidence: float | None) -> bool:
+    """True below ``CONFIDENCE_THRESHOLD``; an output with no tokens (no
+    confidence) is re-run too."""
+    return confidence is None or confidence < settings.CONFIDENCE_THRESHOLD
+
+
+def rerun_request(*, translation: Translation) -> Rerun:
+    """Queue a full-precision re-run of a completed translation.
+
+    Must run inside the transaction that completes the translation: the
+    Celery task is enqueued with ``transaction.on_commit``, so a rolled-back
+    translation never reaches the worker. Idempotent: an existing re-run of
+    the same precision is returned as it is.
+    """
+    rerun, created = Rerun.objects.get_or_create(translation=translation, precision=RERUN_PRECISION)
+    if created:
+        translation.verification = Translation.Verification.PENDING
+        translation.save(update_fields=["verification"])
+        from clinical.tasks import translation_verify
+
+        transaction.on_commit(lambda: translation_verify.delay(translation.pk))
+    return rerun
+
+
+@transaction.atomic
+def rerun_start(*, translation_id: int) -> Rerun | None:
+    """Mark the re-run as running and count the attempt.
+
+    Returns:
+        The re-run, or ``None`` when there is nothing to do (already
+        completed or failed, or no re-run was requested): a redelivered task
+        then ends without working.
+    """
+    rerun = (Rerun.objects.select_for_update().select_related("translation")
+             .filter(translation_id=translation_id, precision=RERUN_PRECISION).first())
+    if rerun is None or rerun.status in (Rerun.Status.COMPLETED, Rerun.Status.FAILED):
+        return None
+    now = timezone.now()
+    if rerun.started_at is None:
+        rerun.queue_wait_ms = round((now - rerun.enqueued_at).total_seconds() * 1000, 1)
+    rerun.started_at = now
+    rerun.status = Rerun.Status.RUNNING
+    rerun.attempts += 1
+    rerun.save()
+    rerun.translation.verification = Translation.Verification.RUNNING
+    rerun.translation.save(update_fields=["verification"])
+    return rerun
+
+
+@transaction.atomic
+def rerun_complete(*, rerun_id: int, output_text: str, token_logprobs: list[float],
+                   duration_ms: float, engine: str, model_name: str) -> Rerun:
+    """Store the verified output exactly once and mark the translation
+    verified; the first completion wins, later ones change nothing."""
+    rerun = Rerun.objects.select_for_update().select_related("translation").get(pk=rerun_id)
+    if rerun.status == Rerun.Status.COMPLETED:
+        return rerun
+    rerun.status = Rerun.Status.COMPLETED
+    rerun.output_text = output_text
+    rerun.confidence = sequence_confidence(token_logprobs)
+    rerun.tokens_out = len(token_logprobs)
+    rerun.duration_ms = round(duration_ms, 1)
+    rerun.engine, rerun.model_name = engine, model_name
+    rerun.finished_at = timezone.now()
+    rerun.error_class = ""
+    rerun.save()
+    translation = rerun.translation
+    translation.verification = Translation.Verification.VERIFIED
+    translation.save(update_fields=["verification"])
+    transaction.on_commit(lambda: rerun_notify(translation=translation))
+    return rerun
+
+
+@transaction.atomic
+def rerun_fail(*, translation_id: int, error_class: str) -> None:
+    """Record that the re-run gave up (retries exhausted or time limit);
+    the fast text stays what the clinician sees, marked unverified."""
+    rerun = Rerun.objects.select_for_update().filter(
+        translation_id=translation_id, precision=RERUN_PRECISION).first()
+    if rerun is None or rerun.status == Rerun.Status.COMPLETED:
+        return
+    rerun.status = Rerun.Status.FAILED
+    rerun.error_class = error_class[:120]
+    rerun.finished_at = timezone.now()
+    rerun.save()
+    translation = rerun.translation
+    translation.verification = Translation.Verification.FAILED
+    translation.save(update_fields=["verification"])
+    transaction.on_commit(lambda: rerun_notify(translation=translation))
+
+
+def rerun_execute(*, translation_id: int) -> Rerun | None:
+    """The task body: run the re-run on the worker's engine and record it.
+
+    Returns:
+        The completed re-run, or ``None`` if there was nothing to do.
+
+    Raises:
+        inference.EngineError: generation failed (the task retries).
+    """
+    from clinical.rerun_engine import rerun_engine_get, run_in_engine_loop
+
+    rerun = rerun_start(translation_id=translation_id)
+    if rerun is None:
+        logger.info("re-run of translation %s has nothing to do", translation_id)
+        return None
+    translation = rerun.translation
+    request_id_var.set(str(translation.request_id))
+    rerun_notify(translation=translation)
+    engine = rerun_engine_get()
+    started = time.perf_counter()
+    text, logprobs = run_in_engine_loop(generate_text(
+        engine, f"{translation.request_id}-{RERUN_PRECISION}-{rerun.attempts}",
+        build_messages(translation.input_text), GenerationParams(max_tokens=settings.MAX_OUTPUT_TOKENS)))
+    duration_ms = (time.perf_counter() - started) * 1000
+    done = rerun_complete(rerun_id=rerun.pk, output_text=text.strip(), token_logprobs=logprobs,
+                          duration_ms=duration_ms, engine=engine.info.engine, model_name=engine.info.model)
+    logger.info("re-run completed precision=%s tokens=%d duration_ms=%.0f attempt=%d",
+                RERUN_PRECISION, len(logprobs), duration_ms, done.attempts)
+    return done
+
+
+VERIFICATION_MESSAGES = {
+    Translation.Verification.PENDING: "Low confidence: queued for verification in full precision…",
+    Translation.Verification.RUNNING: "Verifying in full precision…",
+    Translation.Verification.FAILED: "Full-precision verification failed; the fast text is unverified.",
+}
+
+
+def verification_frame(translation: Translation) -> dict | None:
+    """The socket frame describing a translation's verification state, or
+    ``None`` when no verification was needed. Every frame carries a
+    ``message`` for the clinician.
+
+    Frames: ``{"type": "verifying", "id", "state": "queued"|"running"}``,
+    ``{"type": "verified", "id", "text", "confidence", "precision",
+    "engine", "model", "queue_wait_ms", "rerun_ms", "tokens_out"}`` and
+    ``{"type": "verification_failed", "id"}``.
+    """
+    request_id = str(translation.request_id)
+    state = translation.verification
+    message = VERIFICATION_MESSAGES.get(state, "")
+    if state == Translation.Verification.PENDING:
+        return {"type": "verifying", "id": request_id, "state": "queued", "message": message}
+    if state == Translation.Verification.RUNNING:
+        return {"type": "verifying", "id": request_id, "state": "running", "message": message}
+    if state == Translation.Verification.FAILED:
+        return {"type": "verification_failed", "id": request_id, "message": message}
+    if state == Translation.Verification.VERIFIED:
+        rerun = Rerun.objects.get(translation=translation, precision=RERUN_PRECISION)
+        return {"type": "verified", "id": request_id, "text": rerun.output_text,
+                "confidence": rerun.confidence, "precision": rerun.precision,
+                "engine": rerun.engine, "model": rerun.model_name,
+                "queue_wait_ms": rerun.queue_wait_ms, "rerun_ms": rerun.duration_ms,
+                "tokens_out": rerun.tokens_out,
+                "message": f"Verified in full precision ({rerun.precision}), confidence "
+                           f"{rerun.confidence or 0:.2f}, re-run {rerun.duration_ms or 0:,.0f} ms."}
+    return None
+
+
+def rerun_notify(*, translation: Translation) -> None:
+    """Send the current verification frame to the translation's sockets
+    (any web replica) through the channel layer."""
+    frame = verification_frame(translation)
+    if frame is not None:
+        async_to_sync(get_channel_layer().group_send)(
+            translation_group(translation.request_id),
+            {"type": "translation.verification", "frame": frame})
