@@ -47,6 +47,7 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         self.task: asyncio.Task | None = None
         self.translation: Translation | None = None
+        self.groups_joined: set[str] = set()
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
@@ -56,9 +57,11 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
         asyncio.ensure_future(engine_get()).add_done_callback(_ignore_result)
 
     async def disconnect(self, code: int) -> None:
-        if self.task is not None and not self.task.done():
+        if getattr(self, "task", None) is not None and not self.task.done():
             self.task.cancel()
             await asyncio.gather(self.task, return_exceptions=True)
+        for group in getattr(self, "groups_joined", ()):
+            await self.channel_layer.group_discard(group, self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs) -> None:
         if text_data is None:
@@ -101,7 +104,7 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
             await self.send_error(exc.code or "invalid", exc.messages[0])
             return
         self.translation = translation
-        await self.channel_layer.group_add(rerun.translation_group(translation.request_id), self.channel_name)
+        await self.follow(translation)
         await self.send_json({
             "type": "started", "id": str(translation.request_id),
             "engine": engine.info.engine, "model": engine.info.model,
@@ -130,12 +133,19 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
         except (Translation.DoesNotExist, ValidationError, ValueError, TypeError):
             await self.send_error("not_found", "No such translation.")
             return
-        await self.channel_layer.group_add(rerun.translation_group(translation.request_id), self.channel_name)
-        # Read the state after joining, so no update falls between the two.
-        await translation.arefresh_from_db()
+        await self.follow(translation)
         await self.send_verification_state(translation)
 
+    async def follow(self, translation: Translation) -> None:
+        """Join the translation's group: re-run workers report there."""
+        group = rerun.translation_group(translation.request_id)
+        await self.channel_layer.group_add(group, self.channel_name)
+        self.groups_joined.add(group)
+
     async def send_verification_state(self, translation: Translation) -> None:
+        """Send the current verification state, read after joining the
+        group so that no update from the worker falls between the two."""
+        await translation.arefresh_from_db(fields=["verification"])
         frame = await database_sync_to_async(rerun.verification_frame)(translation)
         if frame is not None:
             await self.send_json(frame)

@@ -9,8 +9,13 @@ lazily inside the running event loop (``await engine.start()``).
 from __future__ import annotations
 
 import abc
+import asyncio
+import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+
+logger = logging.getLogger(__name__)
 
 
 class EngineError(RuntimeError):
@@ -86,10 +91,36 @@ class Engine(abc.ABC):
     """
 
     info: EngineInfo
+    _loaded: bool = False
+    _start_lock: asyncio.Lock | None = None
+
+    async def start(self) -> None:
+        """Load the model once. Idempotent and safe for concurrent callers;
+        call inside the running event loop.
+
+        Raises:
+            EngineError: the model could not be loaded (a later call tries
+                again).
+        """
+        if self._loaded:
+            return
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self._loaded:
+                return
+            started = time.perf_counter()
+            await self._load()
+            self._loaded = True
+            logger.info(
+                "%s engine loaded model=%s device=%s precision=%s in %.0f ms",
+                self.info.engine, self.info.model, self.info.device, self.info.precision,
+                (time.perf_counter() - started) * 1000,
+            )
 
     @abc.abstractmethod
-    async def start(self) -> None:
-        """Load the model. Idempotent; call inside the running event loop.
+    async def _load(self) -> None:
+        """Load the model (called once by :meth:`start`).
 
         Raises:
             EngineError: the model could not be loaded.
@@ -124,7 +155,9 @@ class Engine(abc.ABC):
         """Stop a running or queued request; unknown ids are ignored."""
 
     async def shutdown(self) -> None:
-        """Release the model's resources. The default does nothing."""
+        """Release the model's resources; :meth:`start` loads it again.
+        Subclasses that hold resources extend this."""
+        self._loaded = False
 
 
 async def generate_text(

@@ -30,10 +30,9 @@ class FakeEngine(Engine):
         self.fail_after = fail_after
         self.info = EngineInfo(engine="fake", model="fake-echo", precision="none", device="cpu")
         self.aborted: set[str] = set()
-        self.started = False
 
-    async def start(self) -> None:
-        self.started = True
+    async def _load(self) -> None:
+        """Nothing to load."""
 
     async def generate(
         self,

@@ -94,27 +94,18 @@ class LlamaCppEngine(Engine):
         self._rng = np.random.default_rng(seed)
         self._llm = None
         self._formatter = None
-        self._start_lock: asyncio.Lock | None = None
         self._jobs: dict[str, _Job] = {}
 
     # -- lifecycle ---------------------------------------------------------
-    async def start(self) -> None:
-        if self._llm is not None:
-            return
-        if self._start_lock is None:
-            self._start_lock = asyncio.Lock()
-        async with self._start_lock:
-            if self._llm is None:
-                loop = asyncio.get_running_loop()
-                await loop.run_in_executor(self._executor, self._load)
+    async def _load(self) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._load_blocking)
 
-    def _load(self) -> None:
+    def _load_blocking(self) -> None:
         if not os.path.isfile(self.model_path):
             raise EngineError(f"model file not found: {self.model_path}")
         from llama_cpp import Llama
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-        started = time.perf_counter()
         llm = Llama(
             model_path=self.model_path,
             n_ctx=self.n_ctx,
@@ -133,13 +124,9 @@ class LlamaCppEngine(Engine):
             bos_token=llm._model.token_get_text(bos_id) if bos_id != -1 else "",
         )
         self._llm = llm
-        logger.info(
-            "llama.cpp engine loaded model=%s threads=%d n_ctx=%d in %.0f ms",
-            self.info.model, self.n_threads, self.n_ctx,
-            (time.perf_counter() - started) * 1000,
-        )
 
     async def shutdown(self) -> None:
+        await super().shutdown()
         for job in self._jobs.values():
             job.cancelled.set()
         loop = asyncio.get_running_loop()

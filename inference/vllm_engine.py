@@ -102,33 +102,20 @@ class VllmEngine(Engine):
         )
         self._llm = None
         self._tokenizer = None
-        self._start_lock: asyncio.Lock | None = None
 
-    async def start(self) -> None:
-        if self._llm is not None:
-            return
-        if self._start_lock is None:
-            self._start_lock = asyncio.Lock()
-        async with self._start_lock:
-            if self._llm is not None:
-                return
-            from vllm.engine.arg_utils import AsyncEngineArgs
-            from vllm.v1.engine.async_llm import AsyncLLM
+    async def _load(self) -> None:
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
 
-            started = time.perf_counter()
-            try:
-                llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**self.engine_kwargs))
-            except Exception as exc:
-                raise EngineError(f"vLLM failed to load {self.info.model}: {exc}") from exc
-            self._tokenizer = llm.get_tokenizer()
-            self._llm = llm
-            logger.info(
-                "vLLM engine loaded model=%s device=%s precision=%s in %.0f ms",
-                self.info.model, self.device, self.info.precision,
-                (time.perf_counter() - started) * 1000,
-            )
+        try:
+            llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**self.engine_kwargs))
+        except Exception as exc:
+            raise EngineError(f"vLLM failed to load {self.info.model}: {exc}") from exc
+        self._tokenizer = llm.get_tokenizer()
+        self._llm = llm
 
     async def shutdown(self) -> None:
+        await super().shutdown()
         if self._llm is not None:
             self._llm.shutdown()
             self._llm = None

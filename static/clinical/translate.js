@@ -84,6 +84,7 @@
         currentId = frame.id;
         output.textContent = "";
         verifyBox.hidden = true;
+        verifyBox.dataset.state = "";
         if (fastBox) { fastBox.hidden = true; delete fastBox.dataset.filled; }
         fig("engine").textContent = frame.engine + " · " + frame.model + " · " + frame.precision;
         setStatus("Translating…");
@@ -101,7 +102,8 @@
         setStatus(frame.verification === "pending" ? "Done; verifying." : "Done.");
         break;
       case "verifying":
-        if (frame.id === currentId) showVerifying(frame);
+        // States only move forward: a late "verifying" never hides a result.
+        if (frame.id === currentId && !["verified", "failed"].includes(verifyBox.dataset.state)) showVerifying(frame);
         break;
       case "verified":
         showVerified(frame);
