@@ -23,7 +23,7 @@ echo
 # The confidence gate's worker: full-precision re-runs on the "rerun" queue.
 mkdir -p var
 .venv/bin/celery -A clinical worker -Q rerun --pool solo --concurrency 1 \
-  --loglevel INFO --logfile var/celery-rerun.log &
+  --loglevel INFO >>var/celery-rerun.log 2>&1 &
 WORKER_PID=$!
 trap 'kill $WORKER_PID 2>/dev/null; wait $WORKER_PID 2>/dev/null' EXIT INT TERM
 echo "  Re-run worker started (log: var/celery-rerun.log)"
