@@ -155,10 +155,12 @@ def main() -> int:
     parser.add_argument("--model", default="", help="INFERENCE_MODEL (default: the engine's default)")
     parser.add_argument("--out", default="docs/quality/laymaker-sample")
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--db", default="", help="SQLite file to use and keep (default: a scratch file)")
     args = parser.parse_args()
 
     scratch = Path(tempfile.mkdtemp(prefix="laymaker-"))
-    env = dict(os.environ, DATABASE_URL=f"sqlite:///{scratch / 'db.sqlite3'}",
+    db = Path(args.db).resolve() if args.db else scratch / "db.sqlite3"
+    env = dict(os.environ, DATABASE_URL=f"sqlite:///{db}",
                INFERENCE_ENGINE=args.engine, INFERENCE_MODEL=args.model,
                CHANNEL_PREFIX=f"bench-{os.getpid()}", PYTHONUNBUFFERED="1")
     log = scratch / "daphne.log"

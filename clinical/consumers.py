@@ -32,7 +32,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.core.exceptions import ValidationError
 
-from clinical import rerun, selectors, services
+from clinical import audit, rerun, selectors, services
 from clinical.engine import engine_get
 from clinical.models import Translation
 
@@ -46,6 +46,7 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self) -> None:
         self.task: asyncio.Task | None = None
+        self.generating = False  # true from "started" until the last token
         self.translation: Translation | None = None
         self.groups_joined: set[str] = set()
         user = self.scope.get("user")
@@ -82,19 +83,22 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
         elif kind == "watch":
             await self.watch(content.get("id"))
         elif kind == "cancel":
-            if self.task is not None and not self.task.done():
+            if self.generating:
                 self.task.cancel()
         else:
             await self.send_error("bad_frame", 'Unknown frame; expected type "translate", "cancel" or "watch".')
 
     async def start_translation(self, text: object, received_ns: int) -> None:
-        if self.task is not None and not self.task.done():
+        if self.generating:
             await self.send_error("in_progress", "A translation is already running; cancel it first.")
             return
         try:
             engine = await engine_get()
         except Exception as exc:  # noqa: BLE001 - reported to the client
             logger.error("engine unavailable: %s", type(exc).__name__)
+            await database_sync_to_async(audit.audit_refusal)(
+                user=self.scope["user"], source=Translation.Source.WEB, text=text,
+                outcome="error", error_class=type(exc).__name__)
             await self.send_error("engine_error", "The translation engine is unavailable. Please try again.")
             return
         try:
@@ -110,6 +114,7 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
             "engine": engine.info.engine, "model": engine.info.model,
             "precision": engine.info.precision,
         })
+        self.generating = True
         self.task = asyncio.create_task(self.run(translation, engine, received_ns))
 
     async def run(self, translation: Translation, engine, received_ns: int) -> None:
@@ -118,8 +123,12 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
                 translation=translation, engine=engine, received_ns=received_ns,
                 on_token=lambda text: self.send_json({"type": "token", "text": text}))
         except asyncio.CancelledError:
+            self.generating = False
             await self.send_closed_safe({"type": "cancelled", "id": str(translation.request_id)})
             raise
+        # The socket takes the next request as soon as this one has ended,
+        # before the frames below are sent.
+        self.generating = False
         if done.status == Translation.Status.COMPLETED:
             await self.send_json(done_frame(done))
             await self.send_verification_state(done)

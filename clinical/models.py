@@ -6,6 +6,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class Translation(models.Model):
@@ -137,3 +138,80 @@ class Rerun(models.Model):
 
     def __str__(self) -> str:
         return f"Rerun {self.precision} of {self.translation.request_id} ({self.status})"
+
+
+class AppendOnlyError(RuntimeError):
+    """An audit record may be written once and never changed or removed."""
+
+
+class AuditEventQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise AppendOnlyError("audit events cannot be updated")
+
+    def delete(self):
+        raise AppendOnlyError("audit events cannot be deleted")
+
+
+class AuditEvent(models.Model):
+    """Append-only audit record (one per request, plus one per verification
+    outcome and per access to clinical text by IT).
+
+    Holds no clinical text: the input is identified by its SHA-256 and
+    length. Written in the same transaction as the change it records.
+    Updates and deletes raise :class:`AppendOnlyError` in the model layer;
+    on PostgreSQL a trigger refuses them in the database too. Timings in ms.
+    """
+
+    class EventType(models.TextChoices):
+        TRANSLATION = "translation", "Translation request"
+        VERIFICATION = "verification", "Full-precision verification"
+        TEXT_ACCESS = "text_access", "Clinical text viewed in admin"
+
+    class Outcome(models.TextChoices):
+        COMPLETED = "completed", "Completed"
+        CANCELLED = "cancelled", "Cancelled"
+        ERROR = "error", "Error"
+        REJECTED = "rejected", "Rejected"
+        VERIFIED = "verified", "Verified"
+        VERIFICATION_FAILED = "verification_failed", "Verification failed"
+        VIEWED = "viewed", "Viewed"
+
+    created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
+    event_type = models.CharField(max_length=16, choices=EventType.choices, db_index=True)
+    outcome = models.CharField(max_length=24, choices=Outcome.choices, db_index=True)
+    actor_user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.PROTECT, related_name="+")
+    actor = models.CharField(max_length=150, blank=True, help_text="Username or client name when recorded.")
+    source = models.CharField(max_length=8, blank=True, help_text="web, cli or api")
+    request_id = models.UUIDField(null=True, blank=True, db_index=True)
+    input_sha256 = models.CharField(max_length=64, blank=True)
+    input_chars = models.PositiveIntegerField(null=True, blank=True)
+    engine = models.CharField(max_length=32, blank=True, db_index=True)
+    model_name = models.CharField(max_length=200, blank=True)
+    precision = models.CharField(max_length=32, blank=True, db_index=True)
+    prompt_version = models.CharField(max_length=32, blank=True)
+    queue_wait_ms = models.FloatField(null=True, blank=True, help_text="received → engine admitted")
+    ttft_ms = models.FloatField(null=True, blank=True, help_text="received → first token")
+    total_ms = models.FloatField(null=True, blank=True, help_text="received → last token")
+    rerun_queue_wait_ms = models.FloatField(null=True, blank=True)
+    rerun_ms = models.FloatField(null=True, blank=True)
+    tokens_in = models.PositiveIntegerField(null=True, blank=True)
+    tokens_out = models.PositiveIntegerField(null=True, blank=True)
+    confidence = models.FloatField(null=True, blank=True)
+    error_class = models.CharField(max_length=120, blank=True)
+
+    objects = AuditEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.get_event_type_display()} {self.outcome} {self.request_id or ''}"
+
+    def save(self, *args, **kwargs) -> None:
+        if self.pk is not None:
+            raise AppendOnlyError("audit events cannot be updated")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError("audit events cannot be deleted")

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from clinical.audit import audit_verification
 from clinical.log import request_id_var
 from clinical.models import Rerun, Translation
 from inference.base import GenerationParams, generate_text
@@ -101,6 +102,7 @@ def rerun_complete(*, rerun_id: int, output_text: str, token_logprobs: list[floa
     translation = rerun.translation
     translation.verification = Translation.Verification.VERIFIED
     translation.save(update_fields=["verification"])
+    audit_verification(rerun=rerun)
     transaction.on_commit(lambda: rerun_notify(translation=translation))
     return rerun
 
@@ -120,6 +122,7 @@ def rerun_fail(*, translation_id: int, error_class: str) -> None:
     translation = rerun.translation
     translation.verification = Translation.Verification.FAILED
     translation.save(update_fields=["verification"])
+    audit_verification(rerun=rerun)
     transaction.on_commit(lambda: rerun_notify(translation=translation))
 
 

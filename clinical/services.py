@@ -19,7 +19,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from clinical import rerun
+from clinical import audit, rerun
 from clinical.log import request_id_var
 from clinical.models import Translation
 from inference.base import Delta, Engine, EngineInfo, GenerationParams
@@ -56,19 +56,29 @@ def translation_text_clean(*, text: object) -> str:
     return cleaned
 
 
-@transaction.atomic
 def translation_create(*, user, text: object, source: str = Translation.Source.WEB,
                        engine_info: EngineInfo | None = None) -> Translation:
     """Accept a request: validate the text and store a ``pending`` row.
 
     Raises:
-        ValidationError: see :func:`translation_text_clean`; nothing is stored.
+        ValidationError: see :func:`translation_text_clean`; no translation
+            is stored, only its ``rejected`` audit event.
     """
-    cleaned = translation_text_clean(text=text)
+    try:
+        cleaned = translation_text_clean(text=text)
+    except ValidationError as exc:
+        audit.audit_refusal(user=user, source=source, text=text, outcome="rejected",
+                            error_class=f"ValidationError:{exc.code}", engine_info=engine_info)
+        raise
+    return _translation_insert(user=user, text=cleaned, source=source, engine_info=engine_info)
+
+
+@transaction.atomic
+def _translation_insert(*, user, text: str, source: str, engine_info: EngineInfo | None) -> Translation:
     return Translation.objects.create(
         user=user if user is not None and user.is_authenticated else None,
         source=source,
-        input_text=cleaned,
+        input_text=text,
         prompt_version=PROMPT_VERSION,
         engine=engine_info.engine if engine_info else "",
         model_name=engine_info.model if engine_info else "",
@@ -92,7 +102,8 @@ class TranslationFigures:
 @transaction.atomic
 def translation_finish(*, translation_id: int, status: str, output_text: str,
                        figures: TranslationFigures, error_class: str = "") -> Translation:
-    """Put a pending translation in its final state, exactly once.
+    """Put a pending translation in its final state, exactly once, with its
+    audit event in the same transaction.
 
     A completed translation whose confidence is below the threshold gets a
     full-precision re-run queued in the same transaction
@@ -122,6 +133,7 @@ def translation_finish(*, translation_id: int, status: str, output_text: str,
     row.confidence = figures.confidence
     row.finish_reason = figures.finish_reason
     row.save()
+    audit.audit_translation(translation=row)
     if status == Translation.Status.COMPLETED and rerun.needs_rerun(row.confidence):
         rerun.rerun_request(translation=row)
     return row

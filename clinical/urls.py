@@ -1,12 +1,15 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from clinical import views
+from clinical import admin_views, views
 
 urlpatterns = [
     path("", views.translate_page, name="translate"),
     path("translations/<uuid:request_id>/", views.translation_detail, name="translation-detail"),
     path("readyz", views.readiness, name="readiness"),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("admin/dashboard/", admin.site.admin_view(admin_views.dashboard), name="admin-dashboard"),
+    path("admin/dashboard/<str:bucket>.svg", admin.site.admin_view(admin_views.dashboard_plot),
+         name="admin-dashboard-plot"),
     path("admin/", admin.site.urls),
 ]

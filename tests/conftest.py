@@ -22,6 +22,21 @@ ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "correct-horse-battery-staple-42"
 
 
+SESSION_PREFIX = f"test-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_broker_and_channel_keys():
+    """Tasks and channel messages sent by the test process itself go to keys
+    of this test session only, never to a real worker's queue."""
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = f"{SESSION_PREFIX}:"
+    settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = SESSION_PREFIX
+    yield
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    for key in client.scan_iter(match=f"*{SESSION_PREFIX}*"):
+        client.delete(key)
+
+
 @pytest.fixture
 def clinician(django_user_model):
     """The owner of the translations under test."""

@@ -15,7 +15,7 @@ from django.contrib.auth.models import AnonymousUser
 
 from clinical.consumers import CLOSE_UNAUTHENTICATED, TranslateConsumer
 from clinical.models import Translation
-from tests.data import diagnosis_sentence
+from tests.data import diagnosis_sentence, laymaker_sentences
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -170,3 +170,17 @@ async def test_second_translate_while_running_is_refused(fake_engine, clinician)
     await communicator.disconnect()
     assert len(await rows()) == 1
     await asyncio.sleep(0)
+
+
+async def test_the_next_request_is_accepted_right_after_done(fake_engine, clinician):
+    """A low-confidence output is followed by verification frames; a new
+    request sent as soon as "done" arrives must not be refused as busy."""
+    fake_engine.logprob = -1.0  # confidence 0.37: below the threshold
+    communicator = await open_socket(clinician)
+    for sentence in laymaker_sentences()[:3]:
+        await communicator.send_json_to({"type": "translate", "text": sentence})
+        frames = await frames_until(communicator, "done", "error")
+        assert frames[-1]["type"] == "done", frames[-1]
+        assert frames[-1]["verification"] == "pending"
+    await communicator.disconnect()
+    assert [r.status for r in await rows()] == ["completed"] * 3

@@ -1,0 +1,94 @@
+"""Audit writes: one append-only :class:`AuditEvent` per request, written in
+the same transaction as the change it records.
+
+No clinical text is stored: inputs are identified by SHA-256 and length.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+from django.db import transaction
+
+from clinical.models import AuditEvent, Rerun, Translation
+
+
+def text_fingerprint(text: object) -> tuple[str, int | None]:
+    """``(sha256 hex of the UTF-8 text, length in characters)``; for a value
+    that is not a string, the fingerprint of its ``repr`` and no length."""
+    if isinstance(text, str):
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(), len(text)
+    return hashlib.sha256(repr(text).encode()).hexdigest(), None
+
+
+def _actor(user, source: str) -> tuple[object, str]:
+    if user is not None and getattr(user, "is_authenticated", False):
+        return user, user.get_username()
+    return None, source
+
+
+def audit_translation(*, translation: Translation) -> AuditEvent:
+    """Record a translation's final state; call inside the transaction that
+    finalises it."""
+    sha, chars = text_fingerprint(translation.input_text)
+    user, actor = _actor(translation.user, translation.source)
+    return AuditEvent.objects.create(
+        event_type=AuditEvent.EventType.TRANSLATION, outcome=translation.status,
+        actor_user=user, actor=actor, source=translation.source,
+        request_id=translation.request_id, input_sha256=sha, input_chars=chars,
+        engine=translation.engine, model_name=translation.model_name,
+        precision=translation.precision, prompt_version=translation.prompt_version,
+        queue_wait_ms=translation.queue_wait_ms, ttft_ms=translation.ttft_ms,
+        total_ms=translation.total_ms, tokens_in=translation.tokens_in,
+        tokens_out=translation.tokens_out, confidence=translation.confidence,
+        error_class=translation.error_class,
+    )
+
+
+@transaction.atomic
+def audit_refusal(*, user, source: str, text: object, outcome: str, error_class: str,
+                  engine_info=None) -> AuditEvent:
+    """Record a request that was refused before a translation existed:
+    ``outcome`` ``rejected`` (bad input) or ``error`` (engine unavailable)."""
+    sha, chars = text_fingerprint(text)
+    actor_user, actor = _actor(user, source)
+    return AuditEvent.objects.create(
+        event_type=AuditEvent.EventType.TRANSLATION, outcome=outcome,
+        actor_user=actor_user, actor=actor, source=source, request_id=uuid.uuid4(),
+        input_sha256=sha, input_chars=chars, error_class=error_class[:120],
+        engine=engine_info.engine if engine_info else "",
+        model_name=engine_info.model if engine_info else "",
+        precision=engine_info.precision if engine_info else "",
+    )
+
+
+def audit_verification(*, rerun: Rerun) -> AuditEvent:
+    """Record a re-run's outcome; call inside the transaction that stores it."""
+    translation = rerun.translation
+    user, actor = _actor(translation.user, translation.source)
+    return AuditEvent.objects.create(
+        event_type=AuditEvent.EventType.VERIFICATION,
+        outcome=(AuditEvent.Outcome.VERIFIED if rerun.status == Rerun.Status.COMPLETED
+                 else AuditEvent.Outcome.VERIFICATION_FAILED),
+        actor_user=user, actor=actor, source=translation.source,
+        request_id=translation.request_id,
+        input_sha256=text_fingerprint(translation.input_text)[0],
+        input_chars=len(translation.input_text), engine=rerun.engine,
+        model_name=rerun.model_name, precision=rerun.precision,
+        prompt_version=translation.prompt_version,
+        rerun_queue_wait_ms=rerun.queue_wait_ms, rerun_ms=rerun.duration_ms,
+        tokens_out=rerun.tokens_out, confidence=rerun.confidence, error_class=rerun.error_class,
+    )
+
+
+@transaction.atomic
+def audit_text_access(*, user, translation: Translation) -> AuditEvent:
+    """Record that ``user`` (IT, in the admin) viewed a translation's text."""
+    return AuditEvent.objects.create(
+        event_type=AuditEvent.EventType.TEXT_ACCESS, outcome=AuditEvent.Outcome.VIEWED,
+        actor_user=user, actor=user.get_username(), source="admin",
+        request_id=translation.request_id,
+        input_sha256=text_fingerprint(translation.input_text)[0],
+        input_chars=len(translation.input_text),
+    )
