@@ -5,4 +5,14 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 REDIS_URL=$(.venv/bin/python scripts/ensure_redis.py)
 export REDIS_URL
+# PostgreSQL (the production database) when one answers, else SQLite.
+if [ -z "${DATABASE_URL:-}" ]; then
+  PG_URL="${TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/clinical}"
+  if .venv/bin/python -c "import psycopg,sys; psycopg.connect(sys.argv[1].rsplit('/',1)[0]+'/postgres', connect_timeout=2).close()" "$PG_URL" 2>/dev/null; then
+    export DATABASE_URL="$PG_URL"
+    echo "==> tests on PostgreSQL ($PG_URL)"
+  else
+    echo "==> tests on SQLite (no PostgreSQL at $PG_URL)"
+  fi
+fi
 exec .venv/bin/python -m pytest "$@"

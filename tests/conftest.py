@@ -57,6 +57,32 @@ def fake_engine():
     engine_set(None)
 
 
+def _closing(function, *args):
+    from django.db import connection
+
+    try:
+        return function(*args)
+    finally:
+        connection.close()  # a thread's own connection would outlive the test database
+
+
+async def in_thread(function, *args):
+    """Run blocking code (ORM reads, HTTP logins) from an async test in a
+    worker thread, closing that thread's database connection afterwards."""
+    from asgiref.sync import sync_to_async
+
+    return await sync_to_async(_closing, thread_sensitive=False)(function, *args)
+
+
+def in_worker_thread(function, *args):
+    """The same from sync code that has an event loop running in its thread
+    (Playwright's sync API), where Django refuses ORM calls."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(_closing, function, *args).result()
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -115,6 +141,15 @@ class DaphneServer:
         self._log.close()
 
 
+def test_database_url() -> str:
+    """URL of the test database, for the processes the tests start."""
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+    return f"postgres://{auth}@{db['HOST'] or 'localhost'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
 @pytest.fixture
 def stack_env(transactional_db):
     """Environment shared by the processes of one test's stack (Daphne,
@@ -123,7 +158,7 @@ def stack_env(transactional_db):
     run = uuid.uuid4().hex[:8]
     env = dict(os.environ)
     env.update({
-        "DATABASE_URL": f"sqlite:///{settings.DATABASES['default']['NAME']}",
+        "DATABASE_URL": test_database_url(),
         "REDIS_URL": settings.REDIS_URL,
         "CHANNEL_PREFIX": f"test-{run}",
         "CELERY_KEY_PREFIX": f"test-{run}:",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from clinical.models import Translation
 from inference.models import smollm2_gguf_path, smollm2_hf_path
-from tests.conftest import PASSWORD
+from tests.conftest import PASSWORD, in_worker_thread
 from tests.data import laymaker_sentences
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -37,9 +36,8 @@ def only_translation() -> Translation:
     """The one Translation row, read in a worker thread: Playwright's sync
     API keeps an event loop running in the test's thread, where Django
     refuses ORM calls."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(lambda: Translation.objects.select_related("user")
-                           .prefetch_related("reruns").get()).result()
+    return in_worker_thread(lambda: Translation.objects.select_related("user")
+                            .prefetch_related("reruns").get())
 
 
 def log_in(page, server, username: str) -> None:

@@ -10,13 +10,13 @@ import time
 
 import pytest
 import redis
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from websockets.asyncio.client import connect
 
 from clinical import services
 from clinical.models import Rerun, Translation
 from inference.models import smollm2_gguf_path, smollm2_hf_path
+from tests.conftest import in_thread
 from tests.data import laymaker_sentences
 
 FINAL = ("verified", "verification_failed", "error", "cancelled")
@@ -34,10 +34,6 @@ async def receive_until(socket, types: tuple[str, ...], timeout: float) -> list[
             frames.append(json.loads(await socket.recv()))
             if frames[-1]["type"] in types:
                 return frames
-
-
-def in_thread(function):
-    return sync_to_async(function, thread_sensitive=False)()
 
 
 # -- unit: the gate's decision, in-process ---------------------------------

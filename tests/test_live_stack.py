@@ -9,8 +9,9 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from clinical.models import Translation
+from clinical.models import AuditEvent, Translation
 from inference.models import default_gguf_path, smollm2_gguf_path
+from tests.conftest import in_thread
 from tests.data import laymaker_sentences
 
 
@@ -55,7 +56,7 @@ async def test_real_daphne_streams_a_laymaker_sentence_from_smollm2(daphne_serve
 
     frames = await translate_over_socket(server, session, sentence)
 
-    row = await _in_thread(assert_stream_matches_row, frames, clinician)
+    row = await in_thread(assert_stream_matches_row, frames, clinician)
     assert row.input_text == sentence
     assert row.model_name == smollm2_gguf_path().name and row.precision == "q4_1"
     assert sentence not in server.logs(), "clinical text leaked into the server log"
@@ -86,14 +87,10 @@ async def test_default_model_translates_a_laymaker_sentence_end_to_end(daphne_se
     server = daphne_server(INFERENCE_ENGINE="llamacpp")
     session = server.login(clinician.username)
     frames = await translate_over_socket(server, session, laymaker_sentences()[17])
-    row = await _in_thread(assert_stream_matches_row, frames, clinician)
+    row = await in_thread(assert_stream_matches_row, frames, clinician)
     assert row.model_name == default_gguf_path().name and row.precision == "q4_k_m"
 
 
-async def _in_thread(function, *args):
-    from asgiref.sync import sync_to_async
-
-    return await sync_to_async(function, thread_sensitive=False)(*args)
 
 
 async def test_an_idle_socket_survives_the_channel_layer_poll(daphne_server, clinician):
@@ -125,10 +122,12 @@ async def test_a_missing_model_gives_503_and_a_clear_error_frame(daphne_server, 
     import httpx
 
     server = daphne_server(INFERENCE_ENGINE="llamacpp", INFERENCE_MODEL="/nonexistent/model.gguf")
-    response = await _in_thread(lambda: httpx.get(server.base_url + "/readyz", timeout=30))
+    response = await in_thread(lambda: httpx.get(server.base_url + "/readyz", timeout=30))
     assert response.status_code == 503 and response.json()["error"] == "EngineError"
     session = server.login(clinician.username)
     frames = await translate_over_socket(server, session, laymaker_sentences()[5])
     assert frames == [{"type": "error", "code": "engine_error",
                        "message": "The translation engine is unavailable. Please try again."}]
-    assert await _in_thread(lambda: Translation.objects.count()) == 0
+    assert await in_thread(lambda: Translation.objects.count()) == 0
+    event = await in_thread(lambda: AuditEvent.objects.get())
+    assert (event.outcome, event.error_class, event.actor) == ("error", "EngineError", clinician.username)

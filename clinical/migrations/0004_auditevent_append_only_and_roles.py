@@ -33,12 +33,12 @@ IT_PERMISSIONS = [
 
 def trigger_forward(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(PG_FORWARD)
+        schema_editor.execute(PG_FORWARD, params=None)
 
 
 def trigger_backward(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(PG_BACKWARD)
+        schema_editor.execute(PG_BACKWARD, params=None)
 
 
 def roles_forward(apps, schema_editor):
