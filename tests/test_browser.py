@@ -28,8 +28,12 @@ def browser_page():
             "--no-sandbox", "--disable-gpu", "--disable-background-networking",
             "--disable-component-update", "--disable-sync", "--no-first-run"])
         page = browser.new_page(viewport={"width": 1200, "height": 900})
+        messages: list[str] = []
+        page.on("console", lambda message: messages.append(message.text))
         yield page
         browser.close()
+    # The page must work under the Content-Security-Policy without violations.
+    assert not [m for m in messages if "Content Security Policy" in m], messages
 
 
 def only_translation() -> Translation:
