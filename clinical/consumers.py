@@ -17,7 +17,8 @@ Server → client frames:
     ``{"type": "cancelled", "id"}``
     ``{"type": "error", "code", "message"}`` with ``code`` one of
     ``bad_frame``, ``empty``, ``too_long``, ``invalid``, ``in_progress``,
-    ``engine_error``, ``not_found``.
+    ``engine_error``, ``not_found``, ``busy`` (the engine's queue is full;
+    the frame carries ``retry_after_s``).
 Anonymous sockets are closed with code 4401.
 """
 
@@ -35,6 +36,7 @@ from django.core.exceptions import ValidationError
 from clinical import audit, rerun, selectors, services
 from clinical.engine import engine_get
 from clinical.models import Translation
+from inference.base import EngineBusy
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +102,15 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
                 user=self.scope["user"], source=Translation.Source.WEB, text=text,
                 outcome="error", error_class=type(exc).__name__)
             await self.send_error("engine_error", "The translation engine is unavailable. Please try again.")
+            return
+        try:
+            engine.admit()
+        except EngineBusy as busy:
+            await database_sync_to_async(audit.audit_refusal)(
+                user=self.scope["user"], source=Translation.Source.WEB, text=text,
+                outcome="rejected", error_class="EngineBusy", engine_info=engine.info)
+            await self.send_json({"type": "error", "code": "busy", "retry_after_s": busy.retry_after_s,
+                                  "message": f"The service is busy. Please retry in {busy.retry_after_s} s."})
             return
         try:
             translation = await database_sync_to_async(services.translation_create)(

@@ -30,6 +30,7 @@ def engine_config_from_settings() -> EngineConfig:
         threads=settings.INFERENCE_THREADS,
         quantization=settings.INFERENCE_QUANTIZATION,
         dtype=settings.INFERENCE_DTYPE,
+        max_queue=settings.ENGINE_MAX_QUEUE or None,
     )
 
 

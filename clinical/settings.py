@@ -190,6 +190,10 @@ INFERENCE_N_CTX = int(os.environ.get("INFERENCE_N_CTX", "4096"))
 INFERENCE_THREADS = int(os.environ.get("INFERENCE_THREADS", "0"))
 INFERENCE_QUANTIZATION = os.environ.get("INFERENCE_QUANTIZATION", "default")
 INFERENCE_DTYPE = os.environ.get("INFERENCE_DTYPE", "")
+# Requests queued or running in this process's engine before new ones get
+# "busy, retry in N s" (0 = unbounded). llama.cpp serves one at a time, so
+# 8 means at most ~8 requests' worth of waiting.
+ENGINE_MAX_QUEUE = int(os.environ.get("ENGINE_MAX_QUEUE", "8"))
 MAX_INPUT_CHARS = int(os.environ.get("MAX_INPUT_CHARS", "8000"))
 MAX_OUTPUT_TOKENS = int(os.environ.get("MAX_OUTPUT_TOKENS", "256"))
 # Source design: "if confidence < 0.85, re-run in FP32".

@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,14 @@ logger = logging.getLogger(__name__)
 
 class EngineError(RuntimeError):
     """The engine failed to load or to generate (not a cancellation)."""
+
+
+class EngineBusy(EngineError):
+    """The engine's queue is full: retry after ``retry_after_s`` seconds."""
+
+    def __init__(self, retry_after_s: int) -> None:
+        super().__init__(f"engine busy; retry in {retry_after_s} s")
+        self.retry_after_s = retry_after_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,8 +100,37 @@ class Engine(abc.ABC):
     """
 
     info: EngineInfo
+    #: Most requests queued or running at once; ``None`` = unbounded.
+    max_queue: int | None = None
+    #: Requests the backend runs at the same time (1 = strictly one by one).
+    parallelism: int = 1
     _loaded: bool = False
     _start_lock: asyncio.Lock | None = None
+    _request_s_ewma: float = 2.0
+
+    def queue_depth(self) -> int:
+        """Requests queued or running now (the default engine keeps none)."""
+        return 0
+
+    def record_request_seconds(self, seconds: float) -> None:
+        """Feed one request's duration (s) into the wait estimate
+        (exponentially weighted moving average, weight 0.2)."""
+        self._request_s_ewma = 0.8 * self._request_s_ewma + 0.2 * seconds
+
+    def retry_after_s(self) -> int:
+        """Estimated seconds until a slot frees up:
+        ``ceil(ewma_request_s * queue_depth / parallelism)``, at least 1."""
+        return max(1, math.ceil(self._request_s_ewma * self.queue_depth() / max(1, self.parallelism)))
+
+    def admit(self) -> None:
+        """Refuse a new request when the queue is full, instead of letting it
+        grow without bound.
+
+        Raises:
+            EngineBusy: ``queue_depth() >= max_queue``.
+        """
+        if self.max_queue is not None and self.queue_depth() >= self.max_queue:
+            raise EngineBusy(self.retry_after_s())
 
     async def start(self) -> None:
         """Load the model once. Idempotent and safe for concurrent callers;

@@ -28,6 +28,8 @@ class EngineConfig:
         quantization: vLLM quantization, ``"default"`` = fp8 on GPU, none on
             CPU; ``"none"`` = never quantize (full precision of ``dtype``).
         dtype: vLLM dtype, empty = fp32 on CPU, auto on GPU.
+        max_queue: most requests queued or running before new ones are
+            refused as busy; ``None`` = unbounded.
     """
 
     engine: str = "auto"
@@ -37,6 +39,7 @@ class EngineConfig:
     threads: int = 0
     quantization: str = "default"
     dtype: str = ""
+    max_queue: int | None = None
 
 
 def resolve_engine_name(name: str) -> str:
@@ -69,7 +72,9 @@ def create_engine(config: EngineConfig) -> Engine:
         from inference.fake_engine import FakeEngine
 
         # Tests of the web stack slow the fake engine down to exercise cancel.
-        return FakeEngine(token_delay_s=float(os.environ.get("FAKE_ENGINE_TOKEN_DELAY_S", "0")))
+        engine = FakeEngine(token_delay_s=float(os.environ.get("FAKE_ENGINE_TOKEN_DELAY_S", "0")))
+        engine.max_queue = config.max_queue
+        return engine
     if name == "llamacpp":
         from inference.llamacpp_engine import LlamaCppEngine
 
@@ -78,13 +83,14 @@ def create_engine(config: EngineConfig) -> Engine:
             "q4_k_m" if not config.model else _gguf_precision(model)
         )
         return LlamaCppEngine(model, n_ctx=config.n_ctx, n_threads=config.threads or None,
-                              precision=precision)
+                              precision=precision, max_queue=config.max_queue)
     from inference.vllm_engine import VllmEngine
 
     model = config.model or str(models.default_hf_path())
     quantization = None if config.quantization == "none" else (config.quantization or "default")
     return VllmEngine(model, quantization=quantization,
-                      dtype=config.dtype or None, max_model_len=config.n_ctx)
+                      dtype=config.dtype or None, max_model_len=config.n_ctx,
+                      max_queue=config.max_queue)
 
 
 def _gguf_precision(path: str) -> str:

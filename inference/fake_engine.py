@@ -30,6 +30,10 @@ class FakeEngine(Engine):
         self.fail_after = fail_after
         self.info = EngineInfo(engine="fake", model="fake-echo", precision="none", device="cpu")
         self.aborted: set[str] = set()
+        self.active: set[str] = set()
+
+    def queue_depth(self) -> int:
+        return len(self.active)
 
     async def _load(self) -> None:
         """Nothing to load."""
@@ -44,6 +48,14 @@ class FakeEngine(Engine):
         words = ("Plain words: " + messages[-1]["content"]).split(" ")
         words = words[: params.max_tokens]
         admitted_ns = time.monotonic_ns()
+        self.active.add(request_id)
+        try:
+            async for delta in self._stream(request_id, words, messages, params, admitted_ns):
+                yield delta
+        finally:
+            self.active.discard(request_id)
+
+    async def _stream(self, request_id, words, messages, params, admitted_ns):
         for index, word in enumerate(words):
             if request_id in self.aborted:
                 return

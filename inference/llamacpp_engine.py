@@ -63,6 +63,8 @@ class LlamaCppEngine(Engine):
         precision: label recorded on outputs (the GGUF quantization, e.g.
             ``"q4_k_m"``).
         seed: RNG seed used when ``temperature > 0``.
+        max_queue: most requests queued or running (see
+            :meth:`Engine.admit`); ``None`` = unbounded.
 
     Not thread safe by itself: all model access happens on the engine's one
     worker thread. Abort takes effect at the next token; a prompt already
@@ -77,7 +79,9 @@ class LlamaCppEngine(Engine):
         n_threads: int | None = None,
         precision: str = "gguf",
         seed: int = 0,
+        max_queue: int | None = None,
     ) -> None:
+        self.max_queue = max_queue
         self.model_path = model_path
         self.n_ctx = n_ctx
         self.n_threads = n_threads or os.cpu_count() or 1
@@ -170,11 +174,17 @@ class LlamaCppEngine(Engine):
         if job is not None:
             job.cancelled.set()
 
+    def queue_depth(self) -> int:
+        """Requests waiting for the worker thread plus the one it runs."""
+        return len(self._jobs)
+
     def _run(self, job: _Job) -> None:
         """Runs on the worker thread: decode ``job`` and emit its deltas."""
+        started = time.perf_counter()
         try:
             if not job.cancelled.is_set():
                 self._decode(job)
+                self.record_request_seconds(time.perf_counter() - started)
         except EngineError as exc:
             job.emit(exc)
         except Exception as exc:  # noqa: BLE001 - surfaced to the caller

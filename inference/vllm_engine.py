@@ -55,6 +55,8 @@ class VllmEngine(Engine):
             graphs).
         cpu_kvcache_gib: KV-cache size on CPU in GiB
             (``VLLM_CPU_KVCACHE_SPACE``); ignored on CUDA.
+        max_queue: most requests held at once (see :meth:`Engine.admit`).
+        parallelism: requests batched together, for the wait estimate.
     """
 
     def __init__(
@@ -70,7 +72,11 @@ class VllmEngine(Engine):
         tensor_parallel_size: int = 1,
         enforce_eager: bool | None = None,
         cpu_kvcache_gib: int = 1,
+        max_queue: int | None = None,
+        parallelism: int = 8,
     ) -> None:
+        self.max_queue = max_queue
+        self.parallelism = parallelism
         self.device = device or ("cuda" if cuda_available() else "cpu")
         on_gpu = self.device == "cuda"
         if quantization == "default":
@@ -170,12 +176,17 @@ class VllmEngine(Engine):
                     finish_reason=completion.finish_reason if output.finished else None,
                 )
                 first = False
+            self.record_request_seconds((time.monotonic_ns() - admitted_ns) / 1e9)
         except (asyncio.CancelledError, GeneratorExit):
             raise  # AsyncLLM.generate aborts the request itself on these
         except EngineError:
             raise
         except Exception as exc:
             raise EngineError(f"{type(exc).__name__} in vLLM generation") from exc
+
+    def queue_depth(self) -> int:
+        """Requests vLLM holds now (waiting or running)."""
+        return self._llm.get_num_unfinished_requests() if self._llm is not None else 0
 
     async def abort(self, request_id: str) -> None:
         if self._llm is not None:

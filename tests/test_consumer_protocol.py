@@ -184,3 +184,28 @@ async def test_the_next_request_is_accepted_right_after_done(fake_engine, clinic
         assert frames[-1]["verification"] == "pending"
     await communicator.disconnect()
     assert [r.status for r in await rows()] == ["completed"] * 3
+
+
+async def test_a_full_engine_queue_answers_busy_with_a_retry_time(fake_engine, clinician, other_clinician):
+    """The queue is bounded: past ENGINE_MAX_QUEUE the request is refused
+    with "busy, retry in N s" (and audited as rejected), not queued."""
+    from clinical.models import AuditEvent
+
+    fake_engine.max_queue = 1
+    fake_engine.token_delay_s = 0.05
+    first = await open_socket(clinician)
+    await first.send_json_to({"type": "translate", "text": " ".join(["word"] * 60)})
+    await first.receive_json_from()  # started
+    second = await open_socket(other_clinician)
+    await second.send_json_to({"type": "translate", "text": "Left knee pain."})
+    busy = await second.receive_json_from()
+    assert busy["type"] == "error" and busy["code"] == "busy"
+    assert busy["retry_after_s"] >= 1 and f"{busy['retry_after_s']} s" in busy["message"]
+    await frames_until(first, "done")
+    await second.send_json_to({"type": "translate", "text": "Left knee pain."})  # room again
+    assert (await frames_until(second, "done", "error"))[-1]["type"] == "done"
+    await first.disconnect()
+    await second.disconnect()
+    outcomes = await database_sync_to_async(
+        lambda: sorted(AuditEvent.objects.values_list("outcome", "error_class")))()
+    assert outcomes == [("completed", ""), ("completed", ""), ("rejected", "EngineBusy")]

@@ -92,3 +92,23 @@ async def test_concurrent_requests_queue_and_an_abort_stops_one(engine):
     assert survivor[-1].finish_reason == "length"
     assert stop_after <= len(stopped) <= stop_after + 1
     assert all(d.finish_reason is None for d in stopped)
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_full_queue_refuses_admission_with_a_retry_estimate(engine):
+    from inference.base import EngineBusy
+
+    engine.max_queue = 1
+    try:
+        stream = engine.generate("depth-1", build_messages(laymaker_sentences()[40]),
+                                 GenerationParams(max_tokens=8, ignore_eos=True))
+        await stream.__anext__()
+        assert engine.queue_depth() == 1
+        with pytest.raises(EngineBusy) as busy:
+            engine.admit()
+        assert busy.value.retry_after_s >= 1
+        await stream.aclose()
+        assert engine.queue_depth() == 0
+        engine.admit()  # room again
+    finally:
+        engine.max_queue = None
