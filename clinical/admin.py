@@ -14,12 +14,14 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from import_export import resources
 from import_export.admin import ExportActionMixin
+from rest_framework_api_key.admin import APIKeyModelAdmin
 
 from clinical import audit
-from clinical.models import AuditEvent, Rerun, Translation
+from clinical.models import APIClient, AuditEvent, Rerun, Translation
 
 auditlog.register(get_user_model(), exclude_fields=["password", "last_login"])
 auditlog.register(Group)
+auditlog.register(APIClient, exclude_fields=["hashed_key"])
 
 admin.site.site_header = "Plain-language diagnosis: administration"
 admin.site.index_template = "admin/clinical_index.html"
@@ -36,6 +38,15 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+
+@admin.register(APIClient)
+class APIClientAdmin(APIKeyModelAdmin):
+    """EHR clients: the token is shown once, on creation, and stored hashed."""
+
+    list_display = ("name", "prefix", "scope_translate", "scope_read", "throttle_rate",
+                    "expiry_date", "revoked", "created_at")
+    list_filter = ("revoked", "scope_translate", "scope_read")
 
 
 class RerunInline(admin.TabularInline):
@@ -88,7 +99,8 @@ class AuditEventAdmin(ExportActionMixin, ReadOnlyAdmin):
     list_display = ("created_at", "event_type", "outcome", "actor", "source", "engine", "precision",
                     "ttft_ms", "total_ms", "tokens_out", "confidence", "error_class")
     list_filter = ("event_type", "outcome", "source", "engine", "precision",
-                   ("actor_user", admin.RelatedOnlyFieldListFilter), "created_at")
+                   ("actor_user", admin.RelatedOnlyFieldListFilter),
+                   ("actor_client", admin.RelatedOnlyFieldListFilter), "created_at")
     date_hierarchy = "created_at"
     search_fields = ("=request_id", "actor", "=input_sha256")
     readonly_fields = [f.name for f in AuditEvent._meta.fields]

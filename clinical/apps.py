@@ -5,3 +5,6 @@ class ClinicalConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "clinical"
     verbose_name = "Clinical translation"
+
+    def ready(self) -> None:
+        from clinical.api import schema  # noqa: F401 - registers the OpenAPI auth extension

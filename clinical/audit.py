@@ -22,20 +22,23 @@ def text_fingerprint(text: object) -> tuple[str, int | None]:
     return hashlib.sha256(repr(text).encode()).hexdigest(), None
 
 
-def _actor(user, source: str) -> tuple[object, str]:
+def _actor(user, source: str, api_client=None) -> tuple[object, object, str]:
+    """``(user or None, API client or None, actor label)``."""
     if user is not None and getattr(user, "is_authenticated", False):
-        return user, user.get_username()
-    return None, source
+        return user, None, user.get_username()
+    if api_client is not None:
+        return None, api_client, f"api:{api_client.name}"
+    return None, None, source
 
 
 def audit_translation(*, translation: Translation) -> AuditEvent:
     """Record a translation's final state; call inside the transaction that
     finalises it."""
     sha, chars = text_fingerprint(translation.input_text)
-    user, actor = _actor(translation.user, translation.source)
+    user, client, actor = _actor(translation.user, translation.source, translation.api_client)
     return AuditEvent.objects.create(
         event_type=AuditEvent.EventType.TRANSLATION, outcome=translation.status,
-        actor_user=user, actor=actor, source=translation.source,
+        actor_user=user, actor_client=client, actor=actor, source=translation.source,
         request_id=translation.request_id, input_sha256=sha, input_chars=chars,
         engine=translation.engine, model_name=translation.model_name,
         precision=translation.precision, prompt_version=translation.prompt_version,
@@ -48,14 +51,15 @@ def audit_translation(*, translation: Translation) -> AuditEvent:
 
 @transaction.atomic
 def audit_refusal(*, user, source: str, text: object, outcome: str, error_class: str,
-                  engine_info=None) -> AuditEvent:
+                  engine_info=None, api_client=None) -> AuditEvent:
     """Record a request that was refused before a translation existed:
-    ``outcome`` ``rejected`` (bad input) or ``error`` (engine unavailable)."""
+    ``outcome`` ``rejected`` (bad input, busy) or ``error`` (engine
+    unavailable)."""
     sha, chars = text_fingerprint(text)
-    actor_user, actor = _actor(user, source)
+    actor_user, client, actor = _actor(user, source, api_client)
     return AuditEvent.objects.create(
         event_type=AuditEvent.EventType.TRANSLATION, outcome=outcome,
-        actor_user=actor_user, actor=actor, source=source, request_id=uuid.uuid4(),
+        actor_user=actor_user, actor_client=client, actor=actor, source=source, request_id=uuid.uuid4(),
         input_sha256=sha, input_chars=chars, error_class=error_class[:120],
         engine=engine_info.engine if engine_info else "",
         model_name=engine_info.model if engine_info else "",
@@ -66,12 +70,12 @@ def audit_refusal(*, user, source: str, text: object, outcome: str, error_class:
 def audit_verification(*, rerun: Rerun) -> AuditEvent:
     """Record a re-run's outcome; call inside the transaction that stores it."""
     translation = rerun.translation
-    user, actor = _actor(translation.user, translation.source)
+    user, client, actor = _actor(translation.user, translation.source, translation.api_client)
     return AuditEvent.objects.create(
         event_type=AuditEvent.EventType.VERIFICATION,
         outcome=(AuditEvent.Outcome.VERIFIED if rerun.status == Rerun.Status.COMPLETED
                  else AuditEvent.Outcome.VERIFICATION_FAILED),
-        actor_user=user, actor=actor, source=translation.source,
+        actor_user=user, actor_client=client, actor=actor, source=translation.source,
         request_id=translation.request_id,
         input_sha256=text_fingerprint(translation.input_text)[0],
         input_chars=len(translation.input_text), engine=rerun.engine,

@@ -7,6 +7,32 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from rest_framework_api_key.models import AbstractAPIKey
+
+
+class APIClient(AbstractAPIKey):
+    """A machine client (an EHR system) of the REST API.
+
+    The secret is shown once when IT creates the client in the admin and is
+    stored hashed (djangorestframework-api-key); clients send
+    ``Authorization: Bearer <prefix>.<secret>``. Scopes: ``translate``
+    (POST) and ``read`` (GET). ``throttle_rate`` is DRF's rate syntax, e.g.
+    ``60/min``.
+    """
+
+    scope_translate = models.BooleanField(default=True, help_text="May request translations.")
+    scope_read = models.BooleanField(default=True, help_text="May read its own translations.")
+    throttle_rate = models.CharField(max_length=20, default="60/min",
+                                     help_text="Requests allowed per client, e.g. 60/min or 1000/hour.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta(AbstractAPIKey.Meta):
+        verbose_name = "API client"
+        verbose_name_plural = "API clients"
+
+    @property
+    def scopes(self) -> set[str]:
+        return {s for s, ok in (("translate", self.scope_translate), ("read", self.scope_read)) if ok}
 
 
 class Translation(models.Model):
@@ -27,6 +53,7 @@ class Translation(models.Model):
     class Source(models.TextChoices):
         WEB = "web", "Web page"
         CLI = "cli", "Command line"
+        API = "api", "REST API"
 
     class Verification(models.TextChoices):
         NOT_NEEDED = "not_needed", "Not needed"
@@ -43,6 +70,8 @@ class Translation(models.Model):
         related_name="translations",
         help_text="Clinician who asked; empty for command-line requests.",
     )
+    api_client = models.ForeignKey(APIClient, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="translations", help_text="EHR client, for API requests.")
     source = models.CharField(max_length=8, choices=Source.choices, default=Source.WEB)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -181,6 +210,8 @@ class AuditEvent(models.Model):
     outcome = models.CharField(max_length=24, choices=Outcome.choices, db_index=True)
     actor_user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.PROTECT, related_name="+")
+    actor_client = models.ForeignKey(APIClient, null=True, blank=True, on_delete=models.PROTECT,
+                                     related_name="+")
     actor = models.CharField(max_length=150, blank=True, help_text="Username or client name when recorded.")
     source = models.CharField(max_length=8, blank=True, help_text="web, cli or api")
     request_id = models.UUIDField(null=True, blank=True, db_index=True)

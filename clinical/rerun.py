@@ -99,11 +99,7 @@ def rerun_complete(*, rerun_id: int, output_text: str, token_logprobs: list[floa
     rerun.finished_at = timezone.now()
     rerun.error_class = ""
     rerun.save()
-    translation = rerun.translation
-    translation.verification = Translation.Verification.VERIFIED
-    translation.save(update_fields=["verification"])
-    audit_verification(rerun=rerun)
-    transaction.on_commit(lambda: rerun_notify(translation=translation))
+    _verification_conclude(rerun=rerun, state=Translation.Verification.VERIFIED)
     return rerun
 
 
@@ -119,8 +115,14 @@ def rerun_fail(*, translation_id: int, error_class: str) -> None:
     rerun.error_class = error_class[:120]
     rerun.finished_at = timezone.now()
     rerun.save()
+    _verification_conclude(rerun=rerun, state=Translation.Verification.FAILED)
+
+
+def _verification_conclude(*, rerun: Rerun, state: str) -> None:
+    """Set the translation's final verification state, audit it, and tell
+    its sockets once the transaction commits."""
     translation = rerun.translation
-    translation.verification = Translation.Verification.FAILED
+    translation.verification = state
     translation.save(update_fields=["verification"])
     audit_verification(rerun=rerun)
     transaction.on_commit(lambda: rerun_notify(translation=translation))

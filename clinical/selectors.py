@@ -20,3 +20,48 @@ def translation_get_for_user(*, user, request_id) -> Translation:
             someone else (callers answer 404 either way).
     """
     return Translation.objects.get(user=user, request_id=request_id)
+
+
+def translation_api_view(*, translation: Translation) -> dict:
+    """The REST API's representation of a translation (see
+    ``clinical.api.serializers.TranslationSerializer``), read fresh from the
+    database."""
+    translation = Translation.objects.prefetch_related("reruns").get(pk=translation.pk)
+    verified = translation.verified_rerun
+    return {
+        "id": translation.request_id,
+        "status": translation.status,
+        "text": verified.output_text if verified else translation.output_text,
+        "fast_text": translation.output_text,
+        "verified_text": verified.output_text if verified else None,
+        "verified": verified is not None,
+        "verification": translation.verification,
+        "confidence": translation.confidence,
+        "verified_confidence": verified.confidence if verified else None,
+        "engine": verified.engine if verified else translation.engine,
+        "model": verified.model_name if verified else translation.model_name,
+        "precision": verified.precision if verified else translation.precision,
+        "prompt_version": translation.prompt_version,
+        "tokens_in": translation.tokens_in,
+        "tokens_out": translation.tokens_out,
+        "timings": {
+            "queue_wait_ms": translation.queue_wait_ms,
+            "ttft_ms": translation.ttft_ms,
+            "total_ms": translation.total_ms,
+            "rerun_queue_wait_ms": verified.queue_wait_ms if verified else None,
+            "rerun_ms": verified.duration_ms if verified else None,
+        },
+        "ai_generated": True,
+        "created_at": translation.created_at,
+        "finished_at": translation.finished_at,
+    }
+
+
+def translation_api_get(*, api_client, request_id) -> dict:
+    """One of ``api_client``'s own translations for the API.
+
+    Raises:
+        Translation.DoesNotExist: unknown id or another client's translation.
+    """
+    translation = Translation.objects.get(api_client=api_client, request_id=request_id)
+    return translation_api_view(translation=translation)

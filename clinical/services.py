@@ -57,7 +57,7 @@ def translation_text_clean(*, text: object) -> str:
 
 
 def translation_create(*, user, text: object, source: str = Translation.Source.WEB,
-                       engine_info: EngineInfo | None = None) -> Translation:
+                       engine_info: EngineInfo | None = None, api_client=None) -> Translation:
     """Accept a request: validate the text and store a ``pending`` row.
 
     Raises:
@@ -67,16 +67,20 @@ def translation_create(*, user, text: object, source: str = Translation.Source.W
     try:
         cleaned = translation_text_clean(text=text)
     except ValidationError as exc:
-        audit.audit_refusal(user=user, source=source, text=text, outcome="rejected",
-                            error_class=f"ValidationError:{exc.code}", engine_info=engine_info)
+        audit.audit_refusal(user=user, api_client=api_client, source=source, text=text,
+                            outcome="rejected", error_class=f"ValidationError:{exc.code}",
+                            engine_info=engine_info)
         raise
-    return _translation_insert(user=user, text=cleaned, source=source, engine_info=engine_info)
+    return _translation_insert(user=user, api_client=api_client, text=cleaned, source=source,
+                               engine_info=engine_info)
 
 
 @transaction.atomic
-def _translation_insert(*, user, text: str, source: str, engine_info: EngineInfo | None) -> Translation:
+def _translation_insert(*, user, api_client, text: str, source: str,
+                        engine_info: EngineInfo | None) -> Translation:
     return Translation.objects.create(
         user=user if user is not None and user.is_authenticated else None,
+        api_client=api_client,
         source=source,
         input_text=text,
         prompt_version=PROMPT_VERSION,

@@ -54,6 +54,10 @@ INSTALLED_APPS = [
     "auditlog",
     "import_export",
     "csp",
+    "rest_framework",
+    "rest_framework_api_key",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "clinical",
 ]
 
@@ -118,6 +122,13 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATABASES["default"]["OPTIONS"] = {"timeout": 20}
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": os.environ.get("CACHE_PREFIX", "clinical"),
+    }
+}
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
@@ -227,6 +238,28 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "unacked_restore_throttle": int(os.environ.get("CELERY_UNACKED_RESTORE_THROTTLE", "10")),
     "global_keyprefix": os.environ.get("CELERY_KEY_PREFIX", ""),
 }
+
+# --- REST API for EHR systems (clinical/api) ----------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["clinical.api.auth.APIClientAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["clinical.api.auth.HasScope"],
+    "DEFAULT_THROTTLE_CLASSES": ["clinical.api.auth.APIClientRateThrottle"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Plain-language diagnosis API",
+    "DESCRIPTION": "Turns a clinician's diagnosis text into a plain-language explanation for the "
+                   "patient. Authenticate with `Authorization: Bearer <client token>`.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+API_KEY_CUSTOM_HEADER = None
 
 LOGGING = {
     "version": 1,

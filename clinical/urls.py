@@ -6,6 +6,7 @@ from clinical import admin_views, views
 urlpatterns = [
     path("", views.translate_page, name="translate"),
     path("translations/<uuid:request_id>/", views.translation_detail, name="translation-detail"),
+    path("api/", include("clinical.api.urls")),
     path("readyz", views.readiness, name="readiness"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/dashboard/", admin.site.admin_view(admin_views.dashboard), name="admin-dashboard"),

@@ -162,6 +162,7 @@ def stack_env(transactional_db):
         "REDIS_URL": settings.REDIS_URL,
         "CHANNEL_PREFIX": f"test-{run}",
         "CELERY_KEY_PREFIX": f"test-{run}:",
+        "CACHE_PREFIX": f"test-{run}",
         "PYTHONUNBUFFERED": "1",
     })
     previous = settings.CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"]

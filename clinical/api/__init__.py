@@ -1,0 +1,1 @@
+"""REST API for EHR systems (Django REST framework, async views via adrf)."""

@@ -1,0 +1,47 @@
+"""Request and response shapes of the REST API (also its OpenAPI schema)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from rest_framework import serializers
+
+
+class TranslationRequestSerializer(serializers.Serializer):
+    text = serializers.CharField(
+        allow_blank=False, trim_whitespace=True, max_length=settings.MAX_INPUT_CHARS,
+        help_text=f"The diagnosis text as a clinician wrote it (at most {settings.MAX_INPUT_CHARS:,} characters).")
+
+
+class TimingsSerializer(serializers.Serializer):
+    queue_wait_ms = serializers.FloatField(allow_null=True, help_text="received → engine admitted")
+    ttft_ms = serializers.FloatField(allow_null=True, help_text="received → first token")
+    total_ms = serializers.FloatField(allow_null=True, help_text="received → last token")
+    rerun_queue_wait_ms = serializers.FloatField(allow_null=True, help_text="re-run enqueued → started")
+    rerun_ms = serializers.FloatField(allow_null=True, help_text="full-precision re-run duration")
+
+
+class TranslationSerializer(serializers.Serializer):
+    id = serializers.UUIDField(help_text="Request id; use it to poll GET /api/v1/translations/{id}/.")
+    status = serializers.ChoiceField(choices=["pending", "completed", "cancelled", "error"])
+    text = serializers.CharField(allow_blank=True, help_text="What the patient should read: the verified "
+                                 "text once verified, else the fast text.")
+    fast_text = serializers.CharField(allow_blank=True)
+    verified_text = serializers.CharField(allow_null=True)
+    verified = serializers.BooleanField(help_text="True once the full-precision re-run replaced the fast text.")
+    verification = serializers.ChoiceField(choices=["not_needed", "pending", "running", "verified", "failed"])
+    confidence = serializers.FloatField(allow_null=True, help_text="Geometric-mean token probability, (0, 1].")
+    verified_confidence = serializers.FloatField(allow_null=True)
+    engine = serializers.CharField()
+    model = serializers.CharField()
+    precision = serializers.CharField(help_text="Precision of the text in `text`.")
+    prompt_version = serializers.CharField()
+    tokens_in = serializers.IntegerField(allow_null=True)
+    tokens_out = serializers.IntegerField(allow_null=True)
+    timings = TimingsSerializer()
+    ai_generated = serializers.BooleanField(help_text="Always true: check before giving it to a patient.")
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField()

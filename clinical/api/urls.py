@@ -1,0 +1,21 @@
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
+
+from clinical.api import views
+
+urlpatterns = [
+    path("v1/translations/", views.TranslationCreateView.as_view(), name="api-translations"),
+    path("v1/translations/<uuid:request_id>/", views.TranslationDetailView.as_view(),
+         name="api-translation-detail"),
+    path("schema/", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[],
+                                               throttle_classes=[]), name="api-schema"),
+    # The split view serves Swagger UI's start-up script as a file, so the
+    # page works under script-src 'self'; the UI itself comes from the
+    # drf-spectacular-sidecar package (no CDN).
+    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema", authentication_classes=[],
+                                                      permission_classes=[], throttle_classes=[]),
+         name="api-docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="api-schema", authentication_classes=[],
+                                                permission_classes=[], throttle_classes=[]),
+         name="api-redoc"),
+]

@@ -1,0 +1,116 @@
+"""REST API views: thin async views (adrf) that call services.
+
+The views are async so a request waiting for the model never holds one of
+Django's sync threads; generation runs on the process's event loop, on the
+same engine as the WebSocket path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from adrf.views import APIView
+from channels.db import database_sync_to_async
+from django.core.exceptions import ValidationError
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import NotFound
+from rest_framework.response import Response
+
+from clinical import audit, selectors, services
+from clinical.api.serializers import ErrorSerializer, TranslationRequestSerializer, TranslationSerializer
+from clinical.engine import engine_get
+from clinical.models import Translation
+from inference.base import EngineBusy
+
+logger = logging.getLogger(__name__)
+
+# Generations started with ?wait=false; kept referenced until they finish.
+_background: set[asyncio.Task] = set()
+
+
+async def _ignore(_text: str) -> None:
+    return None
+
+
+class TranslationCreateView(APIView):
+    required_scopes = {"POST": "translate"}
+
+    @extend_schema(
+        operation_id="translations_create",
+        request=TranslationRequestSerializer,
+        parameters=[OpenApiParameter("wait", bool, description="Wait for the fast result (default true); "
+                                     "false returns 202 at once with a Location to poll.")],
+        responses={201: TranslationSerializer, 202: TranslationSerializer,
+                   400: ErrorSerializer, 401: ErrorSerializer, 403: ErrorSerializer, 429: ErrorSerializer,
+                   502: OpenApiResponse(TranslationSerializer, description="The engine failed; recorded."),
+                   503: OpenApiResponse(ErrorSerializer, description="Busy or unavailable; see Retry-After.")},
+    )
+    async def post(self, request):
+        """Translate a diagnosis into plain language."""
+        received_ns = time.monotonic_ns()
+        client = request.auth
+        body = TranslationRequestSerializer(data=request.data)
+        if not body.is_valid():
+            await database_sync_to_async(audit.audit_refusal)(
+                user=None, api_client=client, source=Translation.Source.API,
+                text=request.data.get("text") if isinstance(request.data, dict) else request.data,
+                outcome="rejected", error_class="ValidationError:api")
+            return Response(body.errors, status=status.HTTP_400_BAD_REQUEST)
+        wait = request.query_params.get("wait", "true").lower() not in ("false", "0", "no")
+        text = body.validated_data["text"]
+        try:
+            engine = await engine_get()
+            engine.admit()
+        except EngineBusy as busy:
+            await database_sync_to_async(audit.audit_refusal)(
+                user=None, api_client=client, source=Translation.Source.API, text=text,
+                outcome="rejected", error_class="EngineBusy")
+            return Response({"detail": f"The service is busy. Retry in {busy.retry_after_s} s."},
+                            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+                            headers={"Retry-After": str(busy.retry_after_s)})
+        except Exception as exc:  # noqa: BLE001 - the engine could not load
+            await database_sync_to_async(audit.audit_refusal)(
+                user=None, api_client=client, source=Translation.Source.API, text=text,
+                outcome="error", error_class=type(exc).__name__)
+            return Response({"detail": "The translation engine is unavailable."},
+                            status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "30"})
+        try:
+            translation = await database_sync_to_async(services.translation_create)(
+                user=None, api_client=client, text=text, source=Translation.Source.API,
+                engine_info=engine.info)
+        except ValidationError as exc:
+            return Response({"text": exc.messages}, status=status.HTTP_400_BAD_REQUEST)
+        location = reverse("api-translation-detail", args=[translation.request_id])
+        run = services.translation_generate(translation=translation, engine=engine,
+                                            on_token=_ignore, received_ns=received_ns)
+        if not wait:
+            task = asyncio.create_task(run)
+            _background.add(task)
+            task.add_done_callback(_background.discard)
+            data = await database_sync_to_async(selectors.translation_api_view)(translation=translation)
+            return Response(data, status=status.HTTP_202_ACCEPTED, headers={"Location": location})
+        done = await run
+        data = await database_sync_to_async(selectors.translation_api_view)(translation=done)
+        code = status.HTTP_201_CREATED if done.status == Translation.Status.COMPLETED else status.HTTP_502_BAD_GATEWAY
+        return Response(data, status=code, headers={"Location": location})
+
+
+class TranslationDetailView(APIView):
+    required_scopes = {"GET": "read"}
+
+    @extend_schema(operation_id="translations_retrieve",
+                   responses={200: TranslationSerializer, 401: ErrorSerializer, 403: ErrorSerializer,
+                              404: ErrorSerializer, 429: ErrorSerializer})
+    async def get(self, request, request_id):
+        """The current state of one of this client's translations, with the
+        verified full-precision text once the re-run has finished."""
+        try:
+            data = await database_sync_to_async(selectors.translation_api_get)(
+                api_client=request.auth, request_id=request_id)
+        except Translation.DoesNotExist:
+            raise NotFound("No such translation.") from None
+        return Response(data)

@@ -1,0 +1,159 @@
+"""The REST API for EHR systems, over real HTTP against a real Daphne."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+
+from clinical.models import APIClient, AuditEvent, Translation
+from tests.conftest import in_worker_thread
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TEXT = "Mild degenerative joint disease of the left knee without effusion."
+
+
+@pytest.fixture
+def make_client():
+    def make(name: str = "ehr-main", **fields) -> str:
+        _, key = APIClient.objects.create_key(name=name, **fields)
+        return key
+    return make
+
+
+@pytest.fixture
+def api(daphne_server):
+    server = daphne_server(INFERENCE_ENGINE="fake")
+    return httpx.Client(base_url=server.base_url + "/api", timeout=60)
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def test_no_token_is_401_with_a_bearer_challenge(api):
+    response = api.post("/v1/translations/", json={"text": TEXT})
+    assert response.status_code == 401
+    assert response.headers["WWW-Authenticate"].startswith("Bearer")
+
+
+@pytest.mark.parametrize("header", ["Bearer nope.nope", "Bearer", "Token abc", "Basic Zm9vOmJhcg=="])
+def test_a_bad_token_is_401(api, header):
+    assert api.post("/v1/translations/", json={"text": TEXT},
+                    headers={"Authorization": header}).status_code == 401
+
+
+def test_revoked_and_expired_tokens_are_401(api, make_client):
+    from django.utils import timezone
+
+    revoked = make_client("revoked", revoked=True)
+    expired = make_client("expired", expiry_date=timezone.now() - timezone.timedelta(days=1))
+    for key in (revoked, expired):
+        assert api.post("/v1/translations/", json={"text": TEXT}, headers=bearer(key)).status_code == 401
+
+
+def test_a_token_without_the_scope_is_403(api, make_client):
+    read_only = make_client("reader", scope_translate=False)
+    translate_only = make_client("writer", scope_read=False)
+    assert api.post("/v1/translations/", json={"text": TEXT}, headers=bearer(read_only)).status_code == 403
+    created = api.post("/v1/translations/", json={"text": TEXT}, headers=bearer(translate_only))
+    assert created.status_code == 201
+    assert api.get(created.headers["Location"].removeprefix("/api"),
+                   headers=bearer(translate_only)).status_code == 403
+
+
+def test_post_waits_for_the_fast_result_and_audits_the_client(api, make_client):
+    key = make_client()
+    response = api.post("/v1/translations/", json={"text": TEXT}, headers=bearer(key))
+    assert response.status_code == 201
+    body = response.json()
+    assert body["status"] == "completed" and body["text"] == "Plain words: " + TEXT
+    assert body["verified"] is False and body["verification"] == "not_needed"
+    assert 0 < body["confidence"] <= 1 and body["ai_generated"] is True
+    assert body["timings"]["ttft_ms"] <= body["timings"]["total_ms"]
+    assert response.headers["Location"] == f"/api/v1/translations/{body['id']}/"
+    event = in_worker_thread(lambda: AuditEvent.objects.select_related("actor_client").get())
+    assert event.actor_client.name == "ehr-main" and event.actor == "api:ehr-main"
+    assert event.source == "api" and str(event.request_id) == body["id"]
+
+
+def test_wait_false_returns_202_and_a_location_to_poll(api, make_client):
+    key = make_client()
+    response = api.post("/v1/translations/?wait=false", json={"text": TEXT}, headers=bearer(key))
+    assert response.status_code == 202 and response.json()["status"] == "pending"
+    location = response.headers["Location"].removeprefix("/api")
+    deadline = time.monotonic() + 30
+    while (body := api.get(location, headers=bearer(key)).json())["status"] == "pending":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert body["status"] == "completed" and body["text"] == "Plain words: " + TEXT
+
+
+def test_a_client_never_reads_another_clients_translation(api, make_client):
+    mine, theirs = make_client("a"), make_client("b")
+    location = api.post("/v1/translations/", json={"text": TEXT},
+                        headers=bearer(mine)).headers["Location"].removeprefix("/api")
+    assert api.get(location, headers=bearer(mine)).status_code == 200
+    assert api.get(location, headers=bearer(theirs)).status_code == 404
+    unknown = "/v1/translations/00000000-0000-4000-8000-000000000000/"
+    assert api.get(unknown, headers=bearer(mine)).status_code == 404
+
+
+@pytest.mark.parametrize("payload", [{"text": ""}, {"text": "   "}, {}, {"text": "x" * 8001},
+                                     {"text": ["a"]}, {"text": "pain\x00"}])
+def test_bad_input_is_400_and_audited_as_rejected(api, make_client, payload):
+    key = make_client()
+    response = api.post("/v1/translations/", json=payload, headers=bearer(key))
+    assert response.status_code == 400 and response.json()
+    assert in_worker_thread(lambda: list(AuditEvent.objects.values_list("outcome", flat=True))) == ["rejected"]
+    assert in_worker_thread(Translation.objects.count) == 0
+
+
+def test_malformed_json_is_400(api, make_client):
+    key = make_client()
+    response = api.post("/v1/translations/", content=b"{not json",
+                        headers={**bearer(key), "Content-Type": "application/json"})
+    assert response.status_code == 400
+
+
+def test_each_client_has_its_own_throttle(api, make_client):
+    slow, other = make_client("slow", throttle_rate="2/min"), make_client("other")
+    codes = [api.post("/v1/translations/", json={"text": TEXT}, headers=bearer(slow)).status_code
+             for _ in range(3)]
+    assert codes == [201, 201, 429]
+    assert api.post("/v1/translations/", json={"text": TEXT}, headers=bearer(other)).status_code == 201
+
+
+def test_the_schema_and_local_docs_are_served(api):
+    schema = api.get("/schema/", headers={"Accept": "application/vnd.oai.openapi+json"})
+    assert schema.status_code == 200
+    spec = schema.json()
+    assert spec["openapi"].startswith("3.")
+    assert {"/api/v1/translations/", "/api/v1/translations/{request_id}/"} <= set(spec["paths"])
+    assert spec["components"]["securitySchemes"]["clientToken"]["scheme"] == "bearer"
+    docs = api.get("/docs/")
+    assert docs.status_code == 200
+    assert "drf_spectacular_sidecar/swagger-ui-dist" in docs.text and "cdn" not in docs.text.lower()
+
+
+@pytest.mark.slow
+def test_polling_reaches_the_verified_full_precision_text(daphne_server, celery_worker_process, make_client):
+    """Below the threshold the API returns the fast text at once, then a GET
+    shows the re-run's text once a real Celery worker has verified it."""
+    server = daphne_server(INFERENCE_ENGINE="fake", CONFIDENCE_THRESHOLD="1.01")
+    celery_worker_process(RERUN_ENGINE="fake")
+    key = make_client()
+    with httpx.Client(base_url=server.base_url + "/api", timeout=60) as api:
+        created = api.post("/v1/translations/", json={"text": TEXT}, headers=bearer(key))
+        assert created.status_code == 201
+        assert created.json()["verified"] is False and created.json()["verification"] == "pending"
+        location = created.headers["Location"].removeprefix("/api")
+        deadline = time.monotonic() + 60
+        while not (body := api.get(location, headers=bearer(key)).json())["verified"]:
+            assert time.monotonic() < deadline, body
+            time.sleep(0.2)
+    assert body["verification"] == "verified"
+    assert body["text"] == body["verified_text"] and body["fast_text"] == "Plain words: " + TEXT
+    assert body["timings"]["rerun_ms"] > 0 and body["verified_confidence"] is not None
