@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import httpx
@@ -157,3 +158,48 @@ def test_polling_reaches_the_verified_full_precision_text(daphne_server, celery_
     assert body["verification"] == "verified"
     assert body["text"] == body["verified_text"] and body["fast_text"] == "Plain words: " + TEXT
     assert body["timings"]["rerun_ms"] > 0 and body["verified_confidence"] is not None
+
+
+def test_server_sent_events_arrive_in_several_chunks_as_they_are_decoded(daphne_server, make_client):
+    server = daphne_server(INFERENCE_ENGINE="fake", FAKE_ENGINE_TOKEN_DELAY_S="0.1")
+    key = make_client()
+    arrivals: list[tuple[float, bytes]] = []
+    with httpx.Client(base_url=server.base_url, timeout=60) as http, http.stream(
+            "POST", "/api/v1/translations/", json={"text": TEXT},
+            headers={**bearer(key), "Accept": "text/event-stream"}) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for chunk in response.iter_raw():
+            arrivals.append((time.monotonic(), chunk))
+    body = b"".join(chunk for _, chunk in arrivals).decode()
+    events = [block.split("\n", 1)[0].removeprefix("event: ") for block in body.strip().split("\n\n")]
+    words = len(("Plain words: " + TEXT).split(" "))
+    assert events == ["started"] + ["token"] * words + ["done"]
+    # Streamed, not buffered: many chunks, spread over the generation time.
+    assert len(arrivals) >= words
+    assert arrivals[-1][0] - arrivals[0][0] >= 0.1 * (words - 2)
+    done = json.loads(body.strip().split("\n\n")[-1].split("data: ", 1)[1])
+    assert done["status"] == "completed" and done["text"] == "Plain words: " + TEXT
+
+
+def test_an_sse_client_that_disconnects_cancels_the_translation(daphne_server, make_client):
+    server = daphne_server(INFERENCE_ENGINE="fake", FAKE_ENGINE_TOKEN_DELAY_S="0.1")
+    key = make_client()
+    with httpx.Client(base_url=server.base_url, timeout=60) as http, http.stream(
+            "POST", "/api/v1/translations/", json={"text": " ".join(["word"] * 100)},
+            headers={**bearer(key), "Accept": "text/event-stream"}) as response:
+        for chunk in response.iter_raw():
+            if b"event: token" in chunk:
+                break
+    deadline = time.monotonic() + 10
+    while in_worker_thread(lambda: Translation.objects.get().status) == "pending":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    row = in_worker_thread(Translation.objects.get)
+    assert row.status == "cancelled" and row.tokens_out < 100
+
+
+def test_sse_errors_come_as_an_error_event(api, make_client):
+    response = api.post("/v1/translations/", json={"text": ""},
+                        headers={**bearer(make_client()), "Accept": "text/event-stream"})
+    assert response.status_code == 400 and response.text.startswith("event: error\n")

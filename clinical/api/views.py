@@ -18,10 +18,12 @@ from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from clinical import audit, selectors, services
 from clinical.api.serializers import ErrorSerializer, TranslationRequestSerializer, TranslationSerializer
+from clinical.api.streaming import EventStreamRenderer, translation_event_stream
 from clinical.engine import engine_get
 from clinical.models import Translation
 from inference.base import EngineBusy
@@ -38,12 +40,15 @@ async def _ignore(_text: str) -> None:
 
 class TranslationCreateView(APIView):
     required_scopes = {"POST": "translate"}
+    renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     @extend_schema(
         operation_id="translations_create",
         request=TranslationRequestSerializer,
         parameters=[OpenApiParameter("wait", bool, description="Wait for the fast result (default true); "
                                      "false returns 202 at once with a Location to poll.")],
+        description="With `Accept: text/event-stream` the answer streams as server-sent events: "
+                    "`started`, one `token` per piece, then `done` (the translation) or `error`.",
         responses={201: TranslationSerializer, 202: TranslationSerializer,
                    400: ErrorSerializer, 401: ErrorSerializer, 403: ErrorSerializer, 429: ErrorSerializer,
                    502: OpenApiResponse(TranslationSerializer, description="The engine failed; recorded."),
@@ -85,6 +90,11 @@ class TranslationCreateView(APIView):
         except ValidationError as exc:
             return Response({"text": exc.messages}, status=status.HTTP_400_BAD_REQUEST)
         location = reverse("api-translation-detail", args=[translation.request_id])
+        if request.accepted_renderer.format == EventStreamRenderer.format:
+            response = translation_event_stream(translation=translation, engine=engine,
+                                                received_ns=received_ns)
+            response["Location"] = location
+            return response
         run = services.translation_generate(translation=translation, engine=engine,
                                             on_token=_ignore, received_ns=received_ns)
         if not wait:
