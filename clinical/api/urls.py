@@ -1,12 +1,14 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
-from clinical.api import views
+from clinical.api import fhir_views, views
 
 urlpatterns = [
     path("v1/translations/", views.TranslationCreateView.as_view(), name="api-translations"),
     path("v1/translations/<uuid:request_id>/", views.TranslationDetailView.as_view(),
          name="api-translation-detail"),
+    path("fhir/Condition/$plain-language", fhir_views.PlainLanguageOperationView.as_view(),
+         name="api-fhir-plain-language"),
     path("schema/", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[],
                                                throttle_classes=[]), name="api-schema"),
     # The split view serves Swagger UI's start-up script as a file, so the

@@ -13,7 +13,6 @@ import time
 
 from adrf.views import APIView
 from channels.db import database_sync_to_async
-from django.core.exceptions import ValidationError
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
@@ -21,12 +20,11 @@ from rest_framework.exceptions import NotFound
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
-from clinical import audit, selectors, services
+from clinical import selectors, services
+from clinical.api.flow import APIRefusal, api_refusal_audit, api_translation_accept
 from clinical.api.serializers import ErrorSerializer, TranslationRequestSerializer, TranslationSerializer
 from clinical.api.streaming import EventStreamRenderer, translation_event_stream
-from clinical.engine import engine_get
 from clinical.models import Translation
-from inference.base import EngineBusy
 
 logger = logging.getLogger(__name__)
 
@@ -60,35 +58,15 @@ class TranslationCreateView(APIView):
         client = request.auth
         body = TranslationRequestSerializer(data=request.data)
         if not body.is_valid():
-            await database_sync_to_async(audit.audit_refusal)(
-                user=None, api_client=client, source=Translation.Source.API,
-                text=request.data.get("text") if isinstance(request.data, dict) else request.data,
-                outcome="rejected", error_class="ValidationError:api")
+            await api_refusal_audit(
+                client=client, error_class="ValidationError:api",
+                text=request.data.get("text") if isinstance(request.data, dict) else request.data)
             return Response(body.errors, status=status.HTTP_400_BAD_REQUEST)
         wait = request.query_params.get("wait", "true").lower() not in ("false", "0", "no")
-        text = body.validated_data["text"]
         try:
-            engine = await engine_get()
-            engine.admit()
-        except EngineBusy as busy:
-            await database_sync_to_async(audit.audit_refusal)(
-                user=None, api_client=client, source=Translation.Source.API, text=text,
-                outcome="rejected", error_class="EngineBusy")
-            return Response({"detail": f"The service is busy. Retry in {busy.retry_after_s} s."},
-                            status=status.HTTP_503_SERVICE_UNAVAILABLE,
-                            headers={"Retry-After": str(busy.retry_after_s)})
-        except Exception as exc:  # noqa: BLE001 - the engine could not load
-            await database_sync_to_async(audit.audit_refusal)(
-                user=None, api_client=client, source=Translation.Source.API, text=text,
-                outcome="error", error_class=type(exc).__name__)
-            return Response({"detail": "The translation engine is unavailable."},
-                            status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "30"})
-        try:
-            translation = await database_sync_to_async(services.translation_create)(
-                user=None, api_client=client, text=text, source=Translation.Source.API,
-                engine_info=engine.info)
-        except ValidationError as exc:
-            return Response({"text": exc.messages}, status=status.HTTP_400_BAD_REQUEST)
+            translation, engine = await api_translation_accept(client=client, text=body.validated_data["text"])
+        except APIRefusal as refusal:
+            return Response({"detail": refusal.detail}, status=refusal.status, headers=refusal.headers)
         location = reverse("api-translation-detail", args=[translation.request_id])
         if request.accepted_renderer.format == EventStreamRenderer.format:
             response = translation_event_stream(translation=translation, engine=engine,

@@ -1,0 +1,84 @@
+"""``POST /api/fhir/Condition/$plain-language``: FHIR R4 in, FHIR R4 out."""
+
+from __future__ import annotations
+
+import time
+
+from adrf.views import APIView
+from channels.db import database_sync_to_async
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import exceptions, parsers, renderers
+from rest_framework.response import Response
+
+from clinical import fhir, selectors, services
+from clinical.api.flow import APIRefusal, api_refusal_audit, api_translation_accept
+from clinical.models import Translation
+
+FHIR_JSON = "application/fhir+json"
+ISSUE_BY_STATUS = {400: "invalid", 401: "login", 403: "forbidden", 404: "not-found", 405: "not-supported",
+                   406: "not-supported", 415: "not-supported", 429: "throttled", 503: "transient"}
+
+
+class FhirJSONParser(parsers.JSONParser):
+    media_type = FHIR_JSON
+
+
+class FhirJSONRenderer(renderers.JSONRenderer):
+    media_type = FHIR_JSON
+    format = "fhir"
+
+
+async def _ignore(_text: str) -> None:
+    return None
+
+
+class PlainLanguageOperationView(APIView):
+    """FHIR operation ``$plain-language`` on Condition (DiagnosticReport and
+    Bundle accepted too); every answer, errors included, is FHIR JSON."""
+
+    required_scopes = {"POST": "translate"}
+    parser_classes = [FhirJSONParser, parsers.JSONParser]
+    renderer_classes = [FhirJSONRenderer, renderers.JSONRenderer]
+
+    @extend_schema(
+        operation_id="fhir_condition_plain_language",
+        request={FHIR_JSON: {"type": "object", "description": "Condition, DiagnosticReport or Bundle (FHIR R4)"}},
+        responses={200: OpenApiResponse(description="Parameters (FHIR R4), labelled AIAST"),
+                   400: OpenApiResponse(description="OperationOutcome"),
+                   401: OpenApiResponse(description="OperationOutcome"),
+                   403: OpenApiResponse(description="OperationOutcome"),
+                   502: OpenApiResponse(description="OperationOutcome: the engine failed"),
+                   503: OpenApiResponse(description="OperationOutcome: busy, see Retry-After")},
+    )
+    async def post(self, request):
+        """Explain the diagnosis in a FHIR Condition, DiagnosticReport or
+        Bundle in plain language; waits for the fast result."""
+        received_ns = time.monotonic_ns()
+        try:
+            text, references = fhir.diagnosis_text(request.data)
+        except fhir.FhirInputError as problem:
+            await api_refusal_audit(client=request.auth, text=request.data,
+                                    error_class=f"FhirInputError:{problem.code}")
+            return Response(fhir.operation_outcome(problem.code, problem.diagnostics), status=400)
+        try:
+            translation, engine = await api_translation_accept(client=request.auth, text=text)
+        except APIRefusal as refusal:
+            return Response(fhir.operation_outcome(ISSUE_BY_STATUS.get(refusal.status, "exception"),
+                                                   refusal.detail),
+                            status=refusal.status, headers=refusal.headers)
+        done = await services.translation_generate(translation=translation, engine=engine,
+                                                   on_token=_ignore, received_ns=received_ns)
+        if done.status != Translation.Status.COMPLETED:
+            return Response(fhir.operation_outcome("exception", "The translation failed and was recorded."),
+                            status=502)
+        view = await database_sync_to_async(selectors.translation_api_view)(translation=done)
+        return Response(fhir.plain_language_parameters(api_view=view, references=references))
+
+    def handle_exception(self, exc):
+        """Authentication, scope, throttle and parse errors as OperationOutcome."""
+        response = super().handle_exception(exc)
+        if isinstance(exc, exceptions.APIException):
+            detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+            response.data = fhir.operation_outcome(ISSUE_BY_STATUS.get(response.status_code, "exception"),
+                                                   str(detail))
+        return response
