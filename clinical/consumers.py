@@ -1,7 +1,8 @@
 """WebSocket protocol for streaming a translation to the clinician's page.
 
 Client → server frames (JSON text):
-    ``{"type": "translate", "text": "<diagnosis>"}``
+    ``{"type": "translate", "text": "<diagnosis>", "reading_level"?: 4|6|8,
+    "language"?: "en"|"es"}``
     ``{"type": "cancel"}``
     ``{"type": "watch", "id": "<request id>"}``: follow the verification of
     one of the user's own earlier translations.
@@ -16,7 +17,7 @@ Server → client frames:
     :func:`clinical.rerun.verification_frame`).
     ``{"type": "cancelled", "id"}``
     ``{"type": "error", "code", "message"}`` with ``code`` one of
-    ``bad_frame``, ``empty``, ``too_long``, ``invalid``, ``in_progress``,
+    ``bad_frame``, ``empty``, ``too_long``, ``invalid``, ``invalid_option``, ``in_progress``,
     ``engine_error``, ``not_found``, ``busy`` (the engine's queue is full;
     the frame carries ``retry_after_s``).
 Anonymous sockets are closed with code 4401.
@@ -81,7 +82,7 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
         received_ns = time.monotonic_ns()
         kind = content.get("type") if isinstance(content, dict) else None
         if kind == "translate":
-            await self.start_translation(content.get("text"), received_ns)
+            await self.start_translation(content, received_ns)
         elif kind == "watch":
             await self.watch(content.get("id"))
         elif kind == "cancel":
@@ -90,7 +91,8 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
         else:
             await self.send_error("bad_frame", 'Unknown frame; expected type "translate", "cancel" or "watch".')
 
-    async def start_translation(self, text: object, received_ns: int) -> None:
+    async def start_translation(self, content: dict, received_ns: int) -> None:
+        text = content.get("text")
         if self.generating:
             await self.send_error("in_progress", "A translation is already running; cancel it first.")
             return
@@ -114,7 +116,8 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
             return
         try:
             translation = await database_sync_to_async(services.translation_create)(
-                user=self.scope["user"], text=text, engine_info=engine.info)
+                user=self.scope["user"], text=text, engine_info=engine.info,
+                reading_level=content.get("reading_level"), language=content.get("language"))
         except ValidationError as exc:
             await self.send_error(exc.code or "invalid", exc.messages[0])
             return
@@ -124,6 +127,7 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
             "type": "started", "id": str(translation.request_id),
             "engine": engine.info.engine, "model": engine.info.model,
             "precision": engine.info.precision,
+            "reading_level": translation.reading_level, "language": translation.language,
         })
         self.generating = True
         self.task = asyncio.create_task(self.run(translation, engine, received_ns))

@@ -9,6 +9,8 @@ from django.db import models
 from django.utils import timezone
 from rest_framework_api_key.models import AbstractAPIKey
 
+from inference.prompts import DEFAULT_LANGUAGE, DEFAULT_READING_LEVEL, LANGUAGES, READING_LEVELS
+
 
 class APIClient(AbstractAPIKey):
     """A machine client (an EHR system) of the REST API.
@@ -77,6 +79,10 @@ class Translation(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     input_text = models.TextField()
+    reading_level = models.PositiveSmallIntegerField(
+        default=DEFAULT_READING_LEVEL, choices=[(g, f"Grade {g}") for g in READING_LEVELS],
+        help_text="US school grade the explanation is written for.")
+    language = models.CharField(max_length=8, default=DEFAULT_LANGUAGE, choices=list(LANGUAGES.items()))
     output_text = models.TextField(blank=True)
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING, db_index=True)
     finish_reason = models.CharField(max_length=16, blank=True, help_text="stop, length or abort")

@@ -150,7 +150,9 @@ def rerun_execute(*, translation_id: int) -> Rerun | None:
     started = time.perf_counter()
     text, logprobs = run_in_engine_loop(generate_text(
         engine, f"{translation.request_id}-{RERUN_PRECISION}-{rerun.attempts}",
-        build_messages(translation.input_text), GenerationParams(max_tokens=settings.MAX_OUTPUT_TOKENS)))
+        build_messages(translation.input_text, reading_level=translation.reading_level,
+                       language=translation.language),
+        GenerationParams(max_tokens=settings.MAX_OUTPUT_TOKENS)))
     duration_ms = (time.perf_counter() - started) * 1000
     done = rerun_complete(rerun_id=rerun.pk, output_text=text.strip(), token_logprobs=logprobs,
                           duration_ms=duration_ms, engine=engine.info.engine, model_name=engine.info.model)

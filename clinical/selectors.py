@@ -42,6 +42,8 @@ def translation_api_view(*, translation: Translation) -> dict:
         "model": verified.model_name if verified else translation.model_name,
         "precision": verified.precision if verified else translation.precision,
         "prompt_version": translation.prompt_version,
+        "reading_level": translation.reading_level,
+        "language": translation.language,
         "tokens_in": translation.tokens_in,
         "tokens_out": translation.tokens_out,
         "timings": {

@@ -24,7 +24,14 @@ from clinical.log import request_id_var
 from clinical.models import Translation
 from inference.base import Delta, Engine, EngineInfo, GenerationParams
 from inference.confidence import sequence_confidence
-from inference.prompts import PROMPT_VERSION, build_messages
+from inference.prompts import (
+    DEFAULT_LANGUAGE,
+    DEFAULT_READING_LEVEL,
+    LANGUAGES,
+    PROMPT_VERSION,
+    READING_LEVELS,
+    build_messages,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -56,31 +63,56 @@ def translation_text_clean(*, text: object) -> str:
     return cleaned
 
 
-def translation_create(*, user, text: object, source: str = Translation.Source.WEB,
-                       engine_info: EngineInfo | None = None, api_client=None) -> Translation:
-    """Accept a request: validate the text and store a ``pending`` row.
+def translation_options_clean(*, reading_level: object, language: object) -> tuple[int, str]:
+    """Validate the reading level (US grade) and the output language.
+
+    Returns:
+        ``(reading_level, language)``; ``None`` values become the defaults
+        (grade 6, English).
 
     Raises:
-        ValidationError: see :func:`translation_text_clean`; no translation
-            is stored, only its ``rejected`` audit event.
+        ValidationError: code ``"invalid_option"``.
+    """
+    level = DEFAULT_READING_LEVEL if reading_level is None else reading_level
+    lang = DEFAULT_LANGUAGE if language is None else language
+    if isinstance(level, bool) or level not in READING_LEVELS:
+        raise ValidationError(f"The reading level must be one of {sorted(READING_LEVELS)}.", code="invalid_option")
+    if lang not in LANGUAGES:
+        raise ValidationError(f"The language must be one of {sorted(LANGUAGES)}.", code="invalid_option")
+    return int(level), str(lang)
+
+
+def translation_create(*, user, text: object, source: str = Translation.Source.WEB,
+                       engine_info: EngineInfo | None = None, api_client=None,
+                       reading_level: object = None, language: object = None) -> Translation:
+    """Accept a request: validate the text and options and store a
+    ``pending`` row.
+
+    Raises:
+        ValidationError: see :func:`translation_text_clean` and
+            :func:`translation_options_clean`; no translation is stored,
+            only its ``rejected`` audit event.
     """
     try:
         cleaned = translation_text_clean(text=text)
+        reading_level, language = translation_options_clean(reading_level=reading_level, language=language)
     except ValidationError as exc:
         audit.audit_refusal(user=user, api_client=api_client, source=source, text=text,
                             outcome="rejected", error_class=f"ValidationError:{exc.code}",
                             engine_info=engine_info)
         raise
     return _translation_insert(user=user, api_client=api_client, text=cleaned, source=source,
-                               engine_info=engine_info)
+                               engine_info=engine_info, reading_level=reading_level, language=language)
 
 
 @transaction.atomic
-def _translation_insert(*, user, api_client, text: str, source: str,
-                        engine_info: EngineInfo | None) -> Translation:
+def _translation_insert(*, user, api_client, text: str, source: str, engine_info: EngineInfo | None,
+                        reading_level: int, language: str) -> Translation:
     return Translation.objects.create(
         user=user if user is not None and user.is_authenticated else None,
         api_client=api_client,
+        reading_level=reading_level,
+        language=language,
         source=source,
         input_text=text,
         prompt_version=PROMPT_VERSION,
@@ -217,7 +249,9 @@ async def translation_generate(
     parts: list[str] = []
     params = GenerationParams(max_tokens=max_tokens or settings.MAX_OUTPUT_TOKENS)
     try:
-        async for delta in engine.generate(request_id, build_messages(translation.input_text), params):
+        messages = build_messages(translation.input_text, reading_level=translation.reading_level,
+                                  language=translation.language)
+        async for delta in engine.generate(request_id, messages, params):
             meter.observe(delta)
             if delta.text:
                 parts.append(delta.text)

@@ -20,6 +20,8 @@ def translate_page(request: HttpRequest) -> HttpResponse:
     return render(request, "clinical/translate.html", {
         "recent": translation_list_for_user(user=request.user, limit=10),
         "max_input_chars": settings.MAX_INPUT_CHARS,
+        "reading_levels": Translation._meta.get_field("reading_level").choices,
+        "languages": Translation._meta.get_field("language").choices,
     })
 
 

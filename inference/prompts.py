@@ -14,44 +14,72 @@ sentences with the default 1.5B model, docs/quality/):
   negations; add nothing; no stories) plus one worked example written for
   this project (not from the evaluation data). Outputs are shorter and stay
   closer to the note; errors remain (see the README).
+* ``2026-11-22.3``: reading level (US grade 4, 6 or 8) and output language
+  (English or Spanish) as parameters. The default, grade 6 in English,
+  renders exactly the ``.2`` messages, so ``.2`` measurements still hold.
 """
 
 from __future__ import annotations
 
-PROMPT_VERSION = "2026-11-22.2"
+PROMPT_VERSION = "2026-11-22.3"
+
+#: US school grade → the wording the model is given. Grade 6 is the default
+#: (the AMA and NIH advise patient materials at grade 6 or below).
+READING_LEVELS = {
+    4: "the reading level of a 9-year-old, US grade 4",
+    6: "the reading level of a 12-year-old",
+    8: "the reading level of a 14-year-old, US grade 8",
+}
+DEFAULT_READING_LEVEL = 6
+#: ISO 639-1 code → language name for the prompt.
+LANGUAGES = {"en": "English", "es": "Spanish"}
+DEFAULT_LANGUAGE = "en"
 
 SYSTEM_PROMPT = """You rewrite a clinician's note so that the patient can understand it.
 Rules:
-- Use plain, everyday words and short sentences (the reading level of a 12-year-old).
+- Use plain, everyday words and short sentences ({reading_level}).
 - Briefly explain each medical term in plain words.
 - Keep every fact exactly: numbers, units, doses, drug names, left and right, and every negation (no, not, without, denies).
 - Add nothing: no new facts, no advice, no comparisons or stories, no greeting.
 - Speak to the patient as "you".
 Answer with the rewritten text only."""
 
-# One worked example, shown to the model as an earlier turn of the chat.
+# One worked example, shown to the model as an earlier turn of the chat,
+# answered in the output language.
 EXAMPLE_NOTE = "Mild left ventricular hypertrophy. No pericardial effusion."
-EXAMPLE_ANSWER = (
-    "The walls of the main pumping chamber on the left side of your heart are a "
-    "little thicker than normal. There is no extra fluid around your heart."
-)
+EXAMPLE_ANSWERS = {
+    "en": "The walls of the main pumping chamber on the left side of your heart are a "
+          "little thicker than normal. There is no extra fluid around your heart.",
+    "es": "Las paredes de la cámara principal de bombeo del lado izquierdo de su corazón son un "
+          "poco más gruesas de lo normal. No hay líquido extra alrededor de su corazón.",
+}
 
 
-def build_messages(diagnosis_text: str) -> list[dict[str, str]]:
+def build_messages(diagnosis_text: str, *, reading_level: int = DEFAULT_READING_LEVEL,
+                   language: str = DEFAULT_LANGUAGE) -> list[dict[str, str]]:
     """Chat messages for one translation.
 
     Args:
         diagnosis_text: the clinician's text, already validated (non-empty).
+        reading_level: US school grade of the answer, a key of
+            :data:`READING_LEVELS`.
+        language: ISO 639-1 code of the answer, a key of :data:`LANGUAGES`.
 
     Returns:
         ``[system, example user, example assistant, user]`` messages as
         ``{"role", "content"}`` dicts. Everything before the last message is
-        identical for every request, so engines with prefix caching reuse its
-        KV cache and only the diagnosis itself is prefilled.
+        identical for every request with the same level and language, so
+        engines with prefix caching reuse its KV cache.
+
+    Raises:
+        KeyError: unknown reading level or language.
     """
+    system = SYSTEM_PROMPT.format(reading_level=READING_LEVELS[reading_level])
+    if language != "en":
+        system += f"\nWrite your answer in {LANGUAGES[language]}."
     return [
-        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "system", "content": system},
         {"role": "user", "content": EXAMPLE_NOTE},
-        {"role": "assistant", "content": EXAMPLE_ANSWER},
+        {"role": "assistant", "content": EXAMPLE_ANSWERS[language]},
         {"role": "user", "content": diagnosis_text.strip()},
     ]

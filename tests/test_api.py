@@ -203,3 +203,24 @@ def test_sse_errors_come_as_an_error_event(api, make_client):
     response = api.post("/v1/translations/", json={"text": ""},
                         headers={**bearer(make_client()), "Accept": "text/event-stream"})
     assert response.status_code == 400 and response.text.startswith("event: error\n")
+
+
+def test_reading_level_and_language_are_accepted_and_validated(api, make_client):
+    key = make_client()
+    ok = api.post("/v1/translations/", json={"text": TEXT, "reading_level": 4, "language": "es"},
+                  headers=bearer(key))
+    assert ok.status_code == 201 and (ok.json()["reading_level"], ok.json()["language"]) == (4, "es")
+    for bad in ({"reading_level": 5}, {"language": "fr"}):
+        assert api.post("/v1/translations/", json={"text": TEXT, **bad}, headers=bearer(key)).status_code == 400
+
+
+def test_a_full_engine_queue_is_503_with_retry_after(daphne_server, make_client):
+    server = daphne_server(INFERENCE_ENGINE="fake", FAKE_ENGINE_TOKEN_DELAY_S="0.2", ENGINE_MAX_QUEUE="1")
+    key = make_client()
+    with httpx.Client(base_url=server.base_url + "/api", timeout=60) as api:
+        first = api.post("/v1/translations/?wait=false", json={"text": " ".join(["word"] * 50)},
+                         headers=bearer(key))
+        assert first.status_code == 202
+        busy = api.post("/v1/translations/", json={"text": TEXT}, headers=bearer(key))
+    assert busy.status_code == 503 and int(busy.headers["Retry-After"]) >= 1
+    assert "busy" in busy.json()["detail"]

@@ -67,6 +67,7 @@ def test_clinician_watches_a_translation_stream_in(daphne_server, clinician, bro
     log_in(page, server, clinician.username)
     sentence = laymaker_sentences()[17]
     page.get_by_label("Diagnosis text").fill(sentence)
+    page.get_by_label("Reading level").select_option("8")
     count_output_updates(page)
     page.get_by_role("button", name="Translate").click()
 
@@ -81,6 +82,7 @@ def test_clinician_watches_a_translation_stream_in(daphne_server, clinician, bro
 
     row = only_translation()
     assert row.status == Translation.Status.COMPLETED and row.user == clinician
+    assert (row.reading_level, row.language) == (8, "en")
     assert page.locator("#output").inner_text().strip() == row.output_text
     assert f"{row.confidence:.2f}" == page.locator("#fig-confidence").inner_text()
 

@@ -209,3 +209,18 @@ async def test_a_full_engine_queue_answers_busy_with_a_retry_time(fake_engine, c
     outcomes = await database_sync_to_async(
         lambda: sorted(AuditEvent.objects.values_list("outcome", "error_class")))()
     assert outcomes == [("completed", ""), ("completed", ""), ("rejected", "EngineBusy")]
+
+
+async def test_reading_level_and_language_are_stored_and_bad_ones_refused(fake_engine, clinician):
+    communicator = await open_socket(clinician)
+    await communicator.send_json_to({"type": "translate", "text": "Left knee pain.",
+                                     "reading_level": 8, "language": "es"})
+    frames = await frames_until(communicator, "done")
+    assert frames[0]["reading_level"] == 8 and frames[0]["language"] == "es"
+    for bad in ({"reading_level": 5}, {"reading_level": "6"}, {"language": "fr"}, {"reading_level": True}):
+        await communicator.send_json_to({"type": "translate", "text": "Left knee pain.", **bad})
+        frame = await communicator.receive_json_from()
+        assert frame["type"] == "error" and frame["code"] == "invalid_option", bad
+    await communicator.disconnect()
+    (row,) = await rows()
+    assert (row.reading_level, row.language) == (8, "es")

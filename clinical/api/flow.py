@@ -21,7 +21,8 @@ class APIRefusal(Exception):
         self.status, self.detail, self.headers = status, detail, headers or {}
 
 
-async def api_translation_accept(*, client, text: object) -> tuple[Translation, Engine]:
+async def api_translation_accept(*, client, text: object, reading_level: int | None = None,
+                                 language: str | None = None) -> tuple[Translation, Engine]:
     """Admit ``text`` from API ``client``: a pending translation on a started
     engine with room in its queue.
 
@@ -46,7 +47,7 @@ async def api_translation_accept(*, client, text: object) -> tuple[Translation, 
     try:
         translation = await database_sync_to_async(services.translation_create)(
             user=None, api_client=client, text=text, source=Translation.Source.API,
-            engine_info=engine.info)
+            engine_info=engine.info, reading_level=reading_level, language=language)
     except ValidationError as exc:
         raise APIRefusal(400, exc.messages[0]) from None
     return translation, engine

@@ -5,11 +5,18 @@ from __future__ import annotations
 from django.conf import settings
 from rest_framework import serializers
 
+from inference.prompts import DEFAULT_LANGUAGE, DEFAULT_READING_LEVEL, LANGUAGES, READING_LEVELS
+
 
 class TranslationRequestSerializer(serializers.Serializer):
     text = serializers.CharField(
         allow_blank=False, trim_whitespace=True, max_length=settings.MAX_INPUT_CHARS,
         help_text=f"The diagnosis text as a clinician wrote it (at most {settings.MAX_INPUT_CHARS:,} characters).")
+    reading_level = serializers.ChoiceField(
+        choices=sorted(READING_LEVELS), default=DEFAULT_READING_LEVEL, required=False,
+        help_text="US school grade the explanation is written for.")
+    language = serializers.ChoiceField(choices=sorted(LANGUAGES), default=DEFAULT_LANGUAGE, required=False,
+                                       help_text="Language of the explanation (ISO 639-1).")
 
 
 class TimingsSerializer(serializers.Serializer):
@@ -35,6 +42,8 @@ class TranslationSerializer(serializers.Serializer):
     model = serializers.CharField()
     precision = serializers.CharField(help_text="Precision of the text in `text`.")
     prompt_version = serializers.CharField()
+    reading_level = serializers.IntegerField()
+    language = serializers.CharField()
     tokens_in = serializers.IntegerField(allow_null=True)
     tokens_out = serializers.IntegerField(allow_null=True)
     timings = TimingsSerializer()

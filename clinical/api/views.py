@@ -64,7 +64,9 @@ class TranslationCreateView(APIView):
             return Response(body.errors, status=status.HTTP_400_BAD_REQUEST)
         wait = request.query_params.get("wait", "true").lower() not in ("false", "0", "no")
         try:
-            translation, engine = await api_translation_accept(client=client, text=body.validated_data["text"])
+            translation, engine = await api_translation_accept(
+                client=client, text=body.validated_data["text"],
+                reading_level=body.validated_data["reading_level"], language=body.validated_data["language"])
         except APIRefusal as refusal:
             return Response({"detail": refusal.detail}, status=refusal.status, headers=refusal.headers)
         location = reverse("api-translation-detail", args=[translation.request_id])

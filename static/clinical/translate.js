@@ -133,7 +133,8 @@
       figures.hidden = true;
       setRunning(true);
       setStatus("Connecting…");
-      send({ type: "translate", text: input.value });
+      send({ type: "translate", text: input.value,
+             reading_level: Number($("reading-level").value), language: $("language").value });
     });
     cancelBtn.addEventListener("click", () => { if (running) send({ type: "cancel" }); });
   }
