@@ -20,7 +20,9 @@ Server → client frames:
     ``bad_frame``, ``empty``, ``too_long``, ``invalid``, ``invalid_option``, ``in_progress``,
     ``engine_error``, ``not_found``, ``busy`` (the engine's queue is full;
     the frame carries ``retry_after_s``).
-Anonymous sockets are closed with code 4401.
+Anonymous sockets are closed with code 4401, and so is a socket whose
+session expires, is logged out or whose user is deactivated (checked on
+every frame and every ``SESSION_CHECK_INTERVAL_S``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import time
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from clinical import audit, rerun, selectors, services
@@ -57,17 +60,43 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         await self.accept()
+        self.session_watch = asyncio.create_task(self.watch_session())
         # Start loading the model while the clinician is still typing.
         asyncio.ensure_future(engine_get()).add_done_callback(_ignore_result)
 
     async def disconnect(self, code: int) -> None:
+        if getattr(self, "session_watch", None) is not None:
+            self.session_watch.cancel()
         if getattr(self, "task", None) is not None and not self.task.done():
             self.task.cancel()
             await asyncio.gather(self.task, return_exceptions=True)
         for group in getattr(self, "groups_joined", ()):
             await self.channel_layer.group_discard(group, self.channel_name)
 
+    async def session_live(self) -> bool:
+        session = self.scope.get("session")
+        return await database_sync_to_async(selectors.session_is_live)(
+            session_key=getattr(session, "session_key", None), user_id=self.scope["user"].pk)
+
+    async def end_session(self) -> None:
+        """The session expired, was logged out or the user deactivated:
+        stop any generation and close with 4401 (the page reloads to login)."""
+        if self.generating:
+            self.task.cancel()
+        await self.close(code=CLOSE_UNAUTHENTICATED)
+
+    async def watch_session(self) -> None:
+        """Re-check the session while the socket is open, idle or not."""
+        while True:
+            await asyncio.sleep(settings.SESSION_CHECK_INTERVAL_S)
+            if not await self.session_live():
+                await self.end_session()
+                return
+
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs) -> None:
+        if not await self.session_live():
+            await self.end_session()
+            return
         if text_data is None:
             await self.send_error("bad_frame", "Frames must be JSON text, not binary.")
             return

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
+from django.contrib.sessions.models import Session
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from clinical.models import Translation
 
@@ -67,3 +70,13 @@ def translation_api_get(*, api_client, request_id) -> dict:
     """
     translation = Translation.objects.get(api_client=api_client, request_id=request_id)
     return translation_api_view(translation=translation)
+
+
+def session_is_live(*, session_key: str | None, user_id: int | None) -> bool:
+    """True while the session exists and has not expired and its user is
+    still active (sockets call this to notice logout, idle timeout and
+    deactivation)."""
+    if not session_key or user_id is None:
+        return False
+    return (Session.objects.filter(session_key=session_key, expire_date__gt=timezone.now()).exists()
+            and get_user_model().objects.filter(pk=user_id, is_active=True).exists())

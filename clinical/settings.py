@@ -102,6 +102,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "clinical.views.idle_timeout",
             ],
         },
     },
@@ -142,6 +143,14 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Idle timeout: a session ends after SESSION_IDLE_TIMEOUT_S without a request
+# (each request or "stay signed in" click restarts it); the page warns two
+# minutes before. Sockets re-check the session every SESSION_CHECK_INTERVAL_S.
+SESSION_IDLE_TIMEOUT_S = int(os.environ.get("SESSION_IDLE_TIMEOUT_S", "900"))
+SESSION_COOKIE_AGE = SESSION_IDLE_TIMEOUT_S
+SESSION_SAVE_EVERY_REQUEST = True
+SESSION_EXPIRE_AT_BROWSER_CLOSE = True
+SESSION_CHECK_INTERVAL_S = float(os.environ.get("SESSION_CHECK_INTERVAL_S", "30"))
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "translate"
 LOGOUT_REDIRECT_URL = "login"

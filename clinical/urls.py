@@ -8,6 +8,7 @@ urlpatterns = [
     path("translations/<uuid:request_id>/", views.translation_detail, name="translation-detail"),
     path("api/", include("clinical.api.urls")),
     path("readyz", views.readiness, name="readiness"),
+    path("accounts/extend/", views.session_extend, name="session-extend"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/dashboard/", admin.site.admin_view(admin_views.dashboard), name="admin-dashboard"),
     path("admin/dashboard/<str:bucket>.svg", admin.site.admin_view(admin_views.dashboard_plot),

@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http import Http404
 from django.shortcuts import render
+from django.views.decorators.http import require_POST
 
 from clinical import rerun
 from clinical.engine import engine_get
@@ -41,6 +42,21 @@ def translation_detail(request: HttpRequest, request_id) -> HttpResponse:
         "fast_text": translation.output_text if verified else "",
         "verification_message": frame["message"] if frame else "",
     })
+
+
+@require_POST
+def session_extend(request: HttpRequest) -> JsonResponse:
+    """``POST /accounts/extend/``: "stay signed in". The session middleware
+    saves the session on every request (SESSION_SAVE_EVERY_REQUEST), which
+    restarts the idle timeout; 401 when the session has already ended."""
+    if not request.user.is_authenticated:
+        return JsonResponse({"detail": "The session has ended."}, status=401)
+    return JsonResponse({"idle_timeout_s": settings.SESSION_IDLE_TIMEOUT_S})
+
+
+def idle_timeout(request: HttpRequest) -> dict:
+    """Template context processor: the idle timeout for the page's warning."""
+    return {"idle_timeout_s": settings.SESSION_IDLE_TIMEOUT_S}
 
 
 async def readiness(request: HttpRequest) -> JsonResponse:

@@ -135,3 +135,15 @@ def test_cancel_button_stops_the_stream(daphne_server, clinician, browser_page):
     row = only_translation()
     assert row.status == Translation.Status.CANCELLED
     assert row.tokens_out < 150
+
+
+def test_the_idle_warning_offers_one_click_to_stay_signed_in(daphne_server, clinician, browser_page):
+    server = daphne_server(INFERENCE_ENGINE="fake", SESSION_IDLE_TIMEOUT_S="124")
+    page = browser_page
+    log_in(page, server, clinician.username)
+    warning = page.get_by_role("alertdialog")
+    expect(warning).to_be_visible(timeout=15_000)  # 2 minutes before the end
+    expect(warning).to_contain_text("signed out in 2 minutes")
+    page.get_by_role("button", name="Stay signed in").click()
+    expect(warning).to_be_hidden()
+    expect(warning).to_be_visible(timeout=15_000)  # the timer restarted, so it warns again

@@ -20,9 +20,20 @@ from tests.data import diagnosis_sentence, laymaker_sentences
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+def logged_in_session(user):
+    """A real database session for ``user``, as the login view makes."""
+    from django.contrib.sessions.backends.db import SessionStore
+
+    session = SessionStore()
+    session["_auth_user_id"] = str(user.pk)
+    session.create()
+    return session
+
+
 async def open_socket(user) -> WebsocketCommunicator:
     communicator = WebsocketCommunicator(TranslateConsumer.as_asgi(), "/ws/translate/")
     communicator.scope["user"] = user
+    communicator.scope["session"] = await database_sync_to_async(logged_in_session)(user)
     connected, _ = await communicator.connect()
     assert connected
     return communicator
@@ -224,3 +235,22 @@ async def test_reading_level_and_language_are_stored_and_bad_ones_refused(fake_e
     await communicator.disconnect()
     (row,) = await rows()
     assert (row.reading_level, row.language) == (8, "es")
+
+
+async def test_a_deactivated_users_socket_is_closed_on_the_next_frame(fake_engine, clinician):
+    communicator = await open_socket(clinician)
+    clinician.is_active = False
+    await database_sync_to_async(clinician.save)()
+    await communicator.send_json_to({"type": "translate", "text": "Left knee pain."})
+    output = await communicator.receive_output(timeout=5)
+    assert output == {"type": "websocket.close", "code": CLOSE_UNAUTHENTICATED}
+    assert await rows() == []
+
+
+async def test_an_idle_socket_is_closed_when_its_session_expires(fake_engine, clinician, settings):
+    settings.SESSION_CHECK_INTERVAL_S = 0.2
+    communicator = await open_socket(clinician)
+    session = communicator.scope["session"]
+    await database_sync_to_async(session.delete)()  # logged out elsewhere, or expired
+    output = await communicator.receive_output(timeout=5)
+    assert output == {"type": "websocket.close", "code": CLOSE_UNAUTHENTICATED}
