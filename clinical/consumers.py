@@ -18,7 +18,7 @@ Server → client frames:
     ``{"type": "cancelled", "id"}``
     ``{"type": "error", "code", "message"}`` with ``code`` one of
     ``bad_frame``, ``empty``, ``too_long``, ``invalid``, ``invalid_option``, ``in_progress``,
-    ``engine_error``, ``not_found``, ``busy`` (the engine's queue is full;
+    ``engine_error``, ``not_found``, ``frame_too_large``, ``busy`` (the engine's queue is full;
     the frame carries ``retry_after_s``).
 Anonymous sockets are closed with code 4401, and so is a socket whose
 session expires, is logged out or whose user is deactivated (checked on
@@ -99,6 +99,10 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
             return
         if text_data is None:
             await self.send_error("bad_frame", "Frames must be JSON text, not binary.")
+            return
+        if len(text_data) > settings.MAX_FRAME_BYTES // 4 and len(text_data.encode()) > settings.MAX_FRAME_BYTES:
+            await self.send_error("frame_too_large",
+                                  f"Frames are limited to {settings.MAX_FRAME_BYTES:,} bytes.")
             return
         try:
             content = json.loads(text_data)

@@ -214,6 +214,10 @@ INFERENCE_DTYPE = os.environ.get("INFERENCE_DTYPE", "")
 # "busy, retry in N s" (0 = unbounded). llama.cpp serves one at a time, so
 # 8 means at most ~8 requests' worth of waiting.
 ENGINE_MAX_QUEUE = int(os.environ.get("ENGINE_MAX_QUEUE", "8"))
+# Largest WebSocket frame the consumer accepts (bytes). 128 KiB holds a
+# translate frame of MAX_INPUT_CHARS characters even when every one is
+# JSON-escaped as a surrogate pair (12 bytes each).
+MAX_FRAME_BYTES = int(os.environ.get("MAX_FRAME_BYTES", "131072"))
 MAX_INPUT_CHARS = int(os.environ.get("MAX_INPUT_CHARS", "8000"))
 MAX_OUTPUT_TOKENS = int(os.environ.get("MAX_OUTPUT_TOKENS", "256"))
 # Source design: "if confidence < 0.85, re-run in FP32".

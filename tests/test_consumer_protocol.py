@@ -254,3 +254,16 @@ async def test_an_idle_socket_is_closed_when_its_session_expires(fake_engine, cl
     await database_sync_to_async(session.delete)()  # logged out elsewhere, or expired
     output = await communicator.receive_output(timeout=5)
     assert output == {"type": "websocket.close", "code": CLOSE_UNAUTHENTICATED}
+
+
+async def test_an_oversized_frame_is_refused_before_parsing(fake_engine, clinician, settings):
+    settings.MAX_FRAME_BYTES = 65536
+    communicator = await open_socket(clinician)
+    await communicator.send_to(text_data='{"type": "translate", "text": "' + "é" * 40_000 + '"}')
+    frame = await communicator.receive_json_from()
+    assert frame["type"] == "error" and frame["code"] == "frame_too_large"
+    assert "65,536 bytes" in frame["message"]
+    await communicator.send_json_to({"type": "translate", "text": "Left knee pain."})  # still usable
+    assert (await frames_until(communicator, "done"))[-1]["type"] == "done"
+    await communicator.disconnect()
+    assert len(await rows()) == 1
