@@ -37,10 +37,9 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from clinical import audit, rerun, selectors, services
+from clinical import rerun, selectors, services
 from clinical.engine import engine_get
 from clinical.models import Translation
-from inference.base import EngineBusy
 
 logger = logging.getLogger(__name__)
 
@@ -130,29 +129,14 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
             await self.send_error("in_progress", "A translation is already running; cancel it first.")
             return
         try:
-            engine = await engine_get()
-        except Exception as exc:  # noqa: BLE001 - reported to the client
-            logger.error("engine unavailable: %s", type(exc).__name__)
-            await database_sync_to_async(audit.audit_refusal)(
-                user=self.scope["user"], source=Translation.Source.WEB, text=text,
-                outcome="error", error_class=type(exc).__name__)
-            await self.send_error("engine_error", "The translation engine is unavailable. Please try again.")
-            return
-        try:
-            engine.admit()
-        except EngineBusy as busy:
-            await database_sync_to_async(audit.audit_refusal)(
-                user=self.scope["user"], source=Translation.Source.WEB, text=text,
-                outcome="rejected", error_class="EngineBusy", engine_info=engine.info)
-            await self.send_json({"type": "error", "code": "busy", "retry_after_s": busy.retry_after_s,
-                                  "message": f"The service is busy. Please retry in {busy.retry_after_s} s."})
-            return
-        try:
-            translation = await database_sync_to_async(services.translation_create)(
-                user=self.scope["user"], text=text, engine_info=engine.info,
+            translation, engine = await services.translation_accept(
+                user=self.scope["user"], api_client=None, source=Translation.Source.WEB, text=text,
                 reading_level=content.get("reading_level"), language=content.get("language"))
-        except ValidationError as exc:
-            await self.send_error(exc.code or "invalid", exc.messages[0])
+        except services.TranslationRefused as refused:
+            frame = {"type": "error", "code": refused.code, "message": refused.message}
+            if refused.code == "busy":
+                frame["retry_after_s"] = refused.retry_after_s
+            await self.send_json(frame)
             return
         self.translation = translation
         await self.follow(translation)

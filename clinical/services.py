@@ -22,7 +22,7 @@ from django.utils import timezone
 from clinical import audit, rerun
 from clinical.log import request_id_var
 from clinical.models import Translation
-from inference.base import Delta, Engine, EngineInfo, GenerationParams
+from inference.base import Delta, Engine, EngineBusy, EngineInfo, GenerationParams
 from inference.confidence import sequence_confidence
 from inference.prompts import (
     DEFAULT_LANGUAGE,
@@ -120,6 +120,61 @@ def _translation_insert(*, user, api_client, text: str, source: str, engine_info
         model_name=engine_info.model if engine_info else "",
         precision=engine_info.precision if engine_info else "",
     )
+
+
+class TranslationRefused(Exception):
+    """A request was refused before generation (and audited).
+
+    Attributes:
+        code: ``engine_error`` (the model could not load), ``busy`` (the
+            engine's queue is full) or a validation code (``empty``,
+            ``too_long``, ``invalid``, ``invalid_option``).
+        message: for the person or system that sent the request.
+        retry_after_s: for ``busy`` and ``engine_error``, seconds to wait.
+    """
+
+    def __init__(self, code: str, message: str, retry_after_s: int | None = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.retry_after_s = code, message, retry_after_s
+
+
+async def translation_accept(*, user, api_client, source: str, text: object,
+                             reading_level: object = None, language: object = None):
+    """Admit a request from a socket or the API: a started engine with room
+    in its queue, and a valid text stored as a pending translation.
+
+    Returns:
+        ``(translation, engine)``.
+
+    Raises:
+        TranslationRefused: see its codes; the refusal is audited
+            (``error`` for an engine that cannot load, else ``rejected``).
+    """
+    from clinical.engine import engine_get
+
+    refuse = database_sync_to_async(audit.audit_refusal)
+    try:
+        engine = await engine_get()
+    except Exception as exc:  # noqa: BLE001 - reported to the caller
+        logger.error("engine unavailable: %s", type(exc).__name__)
+        await refuse(user=user, api_client=api_client, source=source, text=text,
+                     outcome="error", error_class=type(exc).__name__)
+        raise TranslationRefused("engine_error", "The translation engine is unavailable. Please try again.",
+                                 retry_after_s=30) from None
+    try:
+        engine.admit()
+    except EngineBusy as busy:
+        await refuse(user=user, api_client=api_client, source=source, text=text,
+                     outcome="rejected", error_class="EngineBusy", engine_info=engine.info)
+        raise TranslationRefused("busy", f"The service is busy. Please retry in {busy.retry_after_s} s.",
+                                 retry_after_s=busy.retry_after_s) from None
+    try:
+        translation = await database_sync_to_async(translation_create)(
+            user=user, api_client=api_client, text=text, source=source, engine_info=engine.info,
+            reading_level=reading_level, language=language)
+    except ValidationError as exc:
+        raise TranslationRefused(exc.code or "invalid", exc.messages[0]) from None
+    return translation, engine
 
 
 @dataclass

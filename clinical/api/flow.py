@@ -4,12 +4,10 @@ FHIR endpoints, so both refuse, audit and admit the same way."""
 from __future__ import annotations
 
 from channels.db import database_sync_to_async
-from django.core.exceptions import ValidationError
 
 from clinical import audit, services
-from clinical.engine import engine_get
 from clinical.models import Translation
-from inference.base import Engine, EngineBusy
+from inference.base import Engine
 
 
 class APIRefusal(Exception):
@@ -23,34 +21,21 @@ class APIRefusal(Exception):
 
 async def api_translation_accept(*, client, text: object, reading_level: int | None = None,
                                  language: str | None = None) -> tuple[Translation, Engine]:
-    """Admit ``text`` from API ``client``: a pending translation on a started
-    engine with room in its queue.
+    """Admit ``text`` from API ``client`` (see
+    :func:`clinical.services.translation_accept`).
 
     Raises:
-        APIRefusal: 400 invalid text, 503 busy (with ``Retry-After``) or
-            engine unavailable; each audited as rejected or error.
+        APIRefusal: 400 for invalid input, 503 with ``Retry-After`` for a
+            busy or unavailable engine.
     """
     try:
-        engine = await engine_get()
-        engine.admit()
-    except EngineBusy as busy:
-        await database_sync_to_async(audit.audit_refusal)(
+        return await services.translation_accept(
             user=None, api_client=client, source=Translation.Source.API, text=text,
-            outcome="rejected", error_class="EngineBusy")
-        raise APIRefusal(503, f"The service is busy. Retry in {busy.retry_after_s} s.",
-                         {"Retry-After": str(busy.retry_after_s)}) from None
-    except Exception as exc:  # noqa: BLE001 - the engine could not load
-        await database_sync_to_async(audit.audit_refusal)(
-            user=None, api_client=client, source=Translation.Source.API, text=text,
-            outcome="error", error_class=type(exc).__name__)
-        raise APIRefusal(503, "The translation engine is unavailable.", {"Retry-After": "30"}) from None
-    try:
-        translation = await database_sync_to_async(services.translation_create)(
-            user=None, api_client=client, text=text, source=Translation.Source.API,
-            engine_info=engine.info, reading_level=reading_level, language=language)
-    except ValidationError as exc:
-        raise APIRefusal(400, exc.messages[0]) from None
-    return translation, engine
+            reading_level=reading_level, language=language)
+    except services.TranslationRefused as refused:
+        if refused.retry_after_s is None:
+            raise APIRefusal(400, refused.message) from None
+        raise APIRefusal(503, refused.message, {"Retry-After": str(refused.retry_after_s)}) from None
 
 
 async def api_refusal_audit(*, client, text: object, error_class: str) -> None:
