@@ -21,7 +21,6 @@ from clinical.log import request_id_var
 from clinical.models import Rerun, Translation
 from inference.base import GenerationParams, generate_text
 from inference.confidence import sequence_confidence
-from inference.prompts import build_messages
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +137,7 @@ def rerun_execute(*, translation_id: int) -> Rerun | None:
         inference.EngineError: generation failed (the task retries).
     """
     from clinical.rerun_engine import rerun_engine_get, run_in_engine_loop
+    from clinical.services import translation_messages  # services imports this module
 
     rerun = rerun_start(translation_id=translation_id)
     if rerun is None:
@@ -150,8 +150,7 @@ def rerun_execute(*, translation_id: int) -> Rerun | None:
     started = time.perf_counter()
     text, logprobs = run_in_engine_loop(generate_text(
         engine, f"{translation.request_id}-{RERUN_PRECISION}-{rerun.attempts}",
-        build_messages(translation.input_text, reading_level=translation.reading_level,
-                       language=translation.language),
+        translation_messages(translation),
         GenerationParams(max_tokens=settings.MAX_OUTPUT_TOKENS)))
     duration_ms = (time.perf_counter() - started) * 1000
     done = rerun_complete(rerun_id=rerun.pk, output_text=text.strip(), token_logprobs=logprobs,

@@ -274,6 +274,13 @@ class StreamMeter:
         )
 
 
+def translation_messages(translation: Translation) -> list[dict[str, str]]:
+    """The chat messages for a translation, with its reading level and
+    language (the fast run and the full-precision re-run use the same)."""
+    return build_messages(translation.input_text, reading_level=translation.reading_level,
+                          language=translation.language)
+
+
 _finish_async = database_sync_to_async(translation_finish)
 
 
@@ -304,9 +311,7 @@ async def translation_generate(
     parts: list[str] = []
     params = GenerationParams(max_tokens=max_tokens or settings.MAX_OUTPUT_TOKENS)
     try:
-        messages = build_messages(translation.input_text, reading_level=translation.reading_level,
-                                  language=translation.language)
-        async for delta in engine.generate(request_id, messages, params):
+        async for delta in engine.generate(request_id, translation_messages(translation), params):
             meter.observe(delta)
             if delta.text:
                 parts.append(delta.text)

@@ -212,7 +212,7 @@ def test_it_viewing_a_translation_is_itself_audited(client, it_admin, clinician)
 def test_logins_are_recorded_and_repeated_failures_lock_out(client, clinician):
     for _ in range(5):
         client.post("/accounts/login/", {"username": clinician.username, "password": "wrong"},
-                               REMOTE_ADDR="10.1.2.3")
+                    REMOTE_ADDR="10.1.2.3")
     assert AccessAttempt.objects.get(username=clinician.username).failures_since_start == 5
     locked = client.post("/accounts/login/", {"username": clinician.username, "password": PASSWORD},
                          REMOTE_ADDR="10.1.2.3")
