@@ -52,7 +52,6 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         self.task: asyncio.Task | None = None
         self.generating = False  # true from "started" until the last token
-        self.translation: Translation | None = None
         self.groups_joined: set[str] = set()
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
@@ -138,7 +137,6 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
                 frame["retry_after_s"] = refused.retry_after_s
             await self.send_json(frame)
             return
-        self.translation = translation
         await self.follow(translation)
         await self.send_json({
             "type": "started", "id": str(translation.request_id),

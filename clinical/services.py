@@ -288,13 +288,14 @@ async def translation_generate(
     *,
     translation: Translation,
     engine: Engine,
-    on_token: Callable[[str], Awaitable[None]],
+    on_token: Callable[[str], Awaitable[None]] | None = None,
     received_ns: int,
     max_tokens: int | None = None,
 ) -> Translation:
     """Stream a pending translation through ``engine`` and finalise its row.
 
-    Each piece of text is passed to ``on_token`` as it arrives. The row ends
+    Each piece of text is passed to ``on_token`` as it arrives (callers
+    that only want the end result pass none). The row ends
     ``completed`` (with confidence and figures), ``error`` (engine failure;
     the partial text is kept) or, when the calling task is cancelled,
     ``cancelled`` after the engine request is aborted.
@@ -315,7 +316,8 @@ async def translation_generate(
             meter.observe(delta)
             if delta.text:
                 parts.append(delta.text)
-                await on_token(delta.text)
+                if on_token is not None:
+                    await on_token(delta.text)
     except asyncio.CancelledError:
         await engine.abort(request_id)
         meter.finish_reason = "abort"

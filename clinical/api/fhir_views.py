@@ -28,10 +28,6 @@ class FhirJSONRenderer(renderers.JSONRenderer):
     format = "fhir"
 
 
-async def _ignore(_text: str) -> None:
-    return None
-
-
 class PlainLanguageOperationView(APIView):
     """FHIR operation ``$plain-language`` on Condition (DiagnosticReport and
     Bundle accepted too); every answer, errors included, is FHIR JSON."""
@@ -67,7 +63,7 @@ class PlainLanguageOperationView(APIView):
                                                    refusal.detail),
                             status=refusal.status, headers=refusal.headers)
         done = await services.translation_generate(translation=translation, engine=engine,
-                                                   on_token=_ignore, received_ns=received_ns)
+                                                   received_ns=received_ns)
         if done.status != Translation.Status.COMPLETED:
             return Response(fhir.operation_outcome("exception", "The translation failed and was recorded."),
                             status=502)

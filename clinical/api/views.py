@@ -32,10 +32,6 @@ logger = logging.getLogger(__name__)
 _background: set[asyncio.Task] = set()
 
 
-async def _ignore(_text: str) -> None:
-    return None
-
-
 class TranslationCreateView(APIView):
     required_scopes = {"POST": "translate"}
     renderer_classes = [JSONRenderer, EventStreamRenderer]
@@ -75,8 +71,7 @@ class TranslationCreateView(APIView):
                                                 received_ns=received_ns)
             response["Location"] = location
             return response
-        run = services.translation_generate(translation=translation, engine=engine,
-                                            on_token=_ignore, received_ns=received_ns)
+        run = services.translation_generate(translation=translation, engine=engine, received_ns=received_ns)
         if not wait:
             task = asyncio.create_task(run)
             _background.add(task)
