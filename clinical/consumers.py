@@ -18,8 +18,10 @@ Server → client frames:
     ``{"type": "cancelled", "id"}``
     ``{"type": "error", "code", "message"}`` with ``code`` one of
     ``bad_frame``, ``empty``, ``too_long``, ``invalid``, ``invalid_option``, ``in_progress``,
-    ``engine_error``, ``not_found``, ``frame_too_large``, ``busy`` (the engine's queue is full;
-    the frame carries ``retry_after_s``).
+    ``engine_error``, ``not_found``, ``frame_too_large``, ``busy`` (the engine's queue is full),
+    ``rate_limited`` (``TRANSLATE_RATE_PER_USER`` or ``SOCKET_FRAME_RATE`` exceeded),
+    ``unavailable`` (database or Redis unreachable; nothing was stored); the
+    last four and ``engine_error`` carry ``retry_after_s`` when a retry can help.
 Anonymous sockets are closed with code 4401, and so is a socket whose
 session expires, is logged out or whose user is deactivated (checked on
 every frame and every ``SESSION_CHECK_INTERVAL_S``).
@@ -36,8 +38,10 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.db import DatabaseError
+from redis.exceptions import RedisError
 
-from clinical import rerun, selectors, services
+from clinical import ratelimit, rerun, selectors, services
 from clinical.engine import engine_get
 from clinical.models import Translation
 
@@ -92,7 +96,15 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
                 return
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs) -> None:
-        if not await self.session_live():
+        if not ratelimit.socket_frame_allowed(channel_name=self.channel_name):
+            await self.send_error("rate_limited", f"Too many frames; at most {settings.SOCKET_FRAME_RATE}.")
+            return
+        try:
+            live = await self.session_live()
+        except (DatabaseError, RedisError):
+            await self.send_unavailable()
+            return
+        if not live:
             await self.end_session()
             return
         if text_data is None:
@@ -107,7 +119,11 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
         except ValueError:
             await self.send_error("bad_frame", "The frame is not valid JSON.")
             return
-        await self.receive_json(content)
+        try:
+            await self.receive_json(content)
+        except (DatabaseError, RedisError) as exc:
+            logger.error("frame refused, backing service unreachable: %s", type(exc).__name__)
+            await self.send_unavailable()
 
     async def receive_json(self, content, **kwargs) -> None:
         received_ns = time.monotonic_ns()
@@ -133,7 +149,7 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
                 reading_level=content.get("reading_level"), language=content.get("language"))
         except services.TranslationRefused as refused:
             frame = {"type": "error", "code": refused.code, "message": refused.message}
-            if refused.code == "busy":
+            if refused.retry_after_s is not None:
                 frame["retry_after_s"] = refused.retry_after_s
             await self.send_json(frame)
             return
@@ -156,6 +172,16 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
             self.generating = False
             await self.send_closed_safe({"type": "cancelled", "id": str(translation.request_id)})
             raise
+        except (DatabaseError, RedisError) as exc:
+            # The text was streamed but its final state could not be stored;
+            # the row stays pending until the sweep finalises it.
+            logger.error("translation not recorded: %s", type(exc).__name__)
+            self.generating = False
+            await self.send_closed_safe({
+                "type": "error", "code": "unavailable", "retry_after_s": services.UNAVAILABLE_RETRY_AFTER_S,
+                "message": "The database became unreachable, so this translation could not be recorded. "
+                           "Please do not use it; try again shortly."})
+            return
         # The socket takes the next request as soon as this one has ended,
         # before the frames below are sent.
         self.generating = False
@@ -192,6 +218,11 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
     async def translation_verification(self, event: dict) -> None:
         """Channel-layer handler: a re-run worker reports progress."""
         await self.send_json(event["frame"])
+
+    async def send_unavailable(self) -> None:
+        refusal = services.unavailable_refusal()
+        await self.send_closed_safe({"type": "error", "code": refusal.code, "message": refusal.message,
+                                     "retry_after_s": refusal.retry_after_s})
 
     async def send_error(self, code: str, message: str) -> None:
         await self.send_json({"type": "error", "code": code, "message": message})

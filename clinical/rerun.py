@@ -52,7 +52,9 @@ def rerun_request(*, translation: Translation) -> Rerun:
         translation.save(update_fields=["verification"])
         from clinical.tasks import translation_verify
 
-        transaction.on_commit(lambda: translation_verify.delay(translation.pk))
+        # robust: a broker that cannot be reached must not undo the completed
+        # translation (the re-run stays pending; see README "Faults").
+        transaction.on_commit(lambda: translation_verify.delay(translation.pk), robust=True)
     return rerun
 
 

@@ -13,13 +13,17 @@ import unicodedata
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from clinical import audit, rerun
+from limits.errors import StorageError
+from redis.exceptions import RedisError
+
+from clinical import audit, ratelimit, rerun
 from clinical.log import request_id_var
 from clinical.models import Translation
 from inference.base import Delta, Engine, EngineBusy, EngineInfo, GenerationParams
@@ -75,9 +79,9 @@ def translation_options_clean(*, reading_level: object, language: object) -> tup
     """
     level = DEFAULT_READING_LEVEL if reading_level is None else reading_level
     lang = DEFAULT_LANGUAGE if language is None else language
-    if isinstance(level, bool) or level not in READING_LEVELS:
+    if not isinstance(level, int) or isinstance(level, bool) or level not in READING_LEVELS:
         raise ValidationError(f"The reading level must be one of {sorted(READING_LEVELS)}.", code="invalid_option")
-    if lang not in LANGUAGES:
+    if not isinstance(lang, str) or lang not in LANGUAGES:
         raise ValidationError(f"The language must be one of {sorted(LANGUAGES)}.", code="invalid_option")
     return int(level), str(lang)
 
@@ -123,14 +127,19 @@ def _translation_insert(*, user, api_client, text: str, source: str, engine_info
 
 
 class TranslationRefused(Exception):
-    """A request was refused before generation (and audited).
+    """A request was refused before generation (and audited where the
+    database could be reached).
 
     Attributes:
         code: ``engine_error`` (the model could not load), ``busy`` (the
-            engine's queue is full) or a validation code (``empty``,
-            ``too_long``, ``invalid``, ``invalid_option``).
+            engine's queue is full), ``rate_limited`` (the clinician's
+            ``TRANSLATE_RATE_PER_USER`` is used up), ``unavailable`` (the
+            database or Redis cannot be reached; nothing was stored) or a
+            validation code (``empty``, ``too_long``, ``invalid``,
+            ``invalid_option``).
         message: for the person or system that sent the request.
-        retry_after_s: for ``busy`` and ``engine_error``, seconds to wait.
+        retry_after_s: for ``busy``, ``rate_limited``, ``unavailable`` and
+            ``engine_error``, seconds to wait.
     """
 
     def __init__(self, code: str, message: str, retry_after_s: int | None = None) -> None:
@@ -138,21 +147,52 @@ class TranslationRefused(Exception):
         self.code, self.message, self.retry_after_s = code, message, retry_after_s
 
 
+#: Seconds a client is asked to wait when the database or Redis is down.
+UNAVAILABLE_RETRY_AFTER_S = 10
+
+
+def unavailable_refusal() -> TranslationRefused:
+    """The refusal for a request that met an unreachable database or Redis."""
+    return TranslationRefused(
+        "unavailable", "The service cannot reach its database right now; nothing was recorded. "
+        f"Please try again in {UNAVAILABLE_RETRY_AFTER_S} s.", retry_after_s=UNAVAILABLE_RETRY_AFTER_S)
+
+
 async def translation_accept(*, user, api_client, source: str, text: object,
                              reading_level: object = None, language: object = None):
-    """Admit a request from a socket or the API: a started engine with room
-    in its queue, and a valid text stored as a pending translation.
+    """Admit a request from a socket or the API: within the clinician's
+    rate, a started engine with room in its queue, and a valid text stored
+    as a pending translation.
 
     Returns:
         ``(translation, engine)``.
 
     Raises:
         TranslationRefused: see its codes; the refusal is audited
-            (``error`` for an engine that cannot load, else ``rejected``).
+            (``error`` for an engine that cannot load, else ``rejected``),
+            except ``unavailable``, which has no database to write to.
     """
+    try:
+        return await _translation_accept(user=user, api_client=api_client, source=source, text=text,
+                                         reading_level=reading_level, language=language)
+    except (DatabaseError, RedisError, StorageError) as exc:
+        logger.error("request refused, backing service unreachable: %s", type(exc).__name__)
+        raise unavailable_refusal() from None
+
+
+async def _translation_accept(*, user, api_client, source, text, reading_level, language):
     from clinical.engine import engine_get
 
     refuse = database_sync_to_async(audit.audit_refusal)
+    if api_client is None and user is not None:
+        retry_after_s = await sync_to_async(ratelimit.translate_retry_after_s, thread_sensitive=False)(
+            user_id=user.pk)
+        if retry_after_s is not None:
+            await refuse(user=user, api_client=api_client, source=source, text=text,
+                         outcome="rejected", error_class="RateLimited")
+            raise TranslationRefused(
+                "rate_limited", f"Too many translations in a short time. Please retry in {retry_after_s} s.",
+                retry_after_s=retry_after_s)
     try:
         engine = await engine_get()
     except Exception as exc:  # noqa: BLE001 - reported to the caller

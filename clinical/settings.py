@@ -111,7 +111,12 @@ TEMPLATES = [
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
-        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "0")),
+        # Persistent connections: channels' database_sync_to_async closes
+        # "old" connections around every call, so with 0 each socket frame
+        # paid a new PostgreSQL backend (fork + auth). Health checks drop a
+        # connection the server has closed before it is reused.
+        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "60")),
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
@@ -123,16 +128,17 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATABASES["default"]["OPTIONS"] = {"timeout": 20}
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+CACHE_PREFIX = os.environ.get("CACHE_PREFIX", "clinical")
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL,
-        "KEY_PREFIX": os.environ.get("CACHE_PREFIX", "clinical"),
+        "KEY_PREFIX": CACHE_PREFIX,
     }
 }
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "BACKEND": "clinical.channel_layer.ResilientRedisChannelLayer",
         "CONFIG": {"hosts": [REDIS_URL], "prefix": os.environ.get("CHANNEL_PREFIX", "clinical")},
     }
 }
@@ -219,6 +225,11 @@ ENGINE_MAX_QUEUE = int(os.environ.get("ENGINE_MAX_QUEUE", "8"))
 # JSON-escaped as a surrogate pair (12 bytes each).
 MAX_FRAME_BYTES = int(os.environ.get("MAX_FRAME_BYTES", "131072"))
 MAX_INPUT_CHARS = int(os.environ.get("MAX_INPUT_CHARS", "8000"))
+# Translations a clinician may start from the page (clinical.ratelimit);
+# API clients have their own per-client rate (APIClient.throttle_rate).
+TRANSLATE_RATE_PER_USER = os.environ.get("TRANSLATE_RATE_PER_USER", "30/minute")
+# Frames one socket may send (any type) before further frames are refused.
+SOCKET_FRAME_RATE = os.environ.get("SOCKET_FRAME_RATE", "20/second")
 MAX_OUTPUT_TOKENS = int(os.environ.get("MAX_OUTPUT_TOKENS", "256"))
 # Source design: "if confidence < 0.85, re-run in FP32".
 CONFIDENCE_THRESHOLD = float(os.environ.get("CONFIDENCE_THRESHOLD", "0.85"))
@@ -261,6 +272,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
+    "EXCEPTION_HANDLER": "clinical.api.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Plain-language diagnosis API",

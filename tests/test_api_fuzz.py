@@ -25,7 +25,7 @@ def test_generated_requests_against_the_openapi_schema_get_no_server_error(daphn
          "--max-examples", "300", "--seed", "20261122", "--workers", "1",
          "--header", f"Authorization: Bearer {key}",
          "--report", "har", "--report-har-path", str(har)],
-        capture_output=True, text=True, timeout=900)
+        capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     entries = json.loads(har.read_text())["log"]["entries"]
     statuses = [entry["response"]["status"] for entry in entries]

@@ -11,6 +11,7 @@ from rest_framework import exceptions, parsers, renderers
 from rest_framework.response import Response
 
 from clinical import fhir, selectors, services
+from clinical.api.errors import as_api_exception
 from clinical.api.flow import APIRefusal, api_refusal_audit, api_translation_accept
 from clinical.models import Translation
 
@@ -71,7 +72,9 @@ class PlainLanguageOperationView(APIView):
         return Response(fhir.plain_language_parameters(api_view=view, references=references))
 
     def handle_exception(self, exc):
-        """Authentication, scope, throttle and parse errors as OperationOutcome."""
+        """Authentication, scope, throttle, parse and unavailable-service
+        errors as OperationOutcome."""
+        exc = as_api_exception(exc)
         response = super().handle_exception(exc)
         if isinstance(exc, exceptions.APIException):
             detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
