@@ -53,6 +53,16 @@ def _log_softmax_at(logits: np.ndarray, index: int) -> float:
     return float(logits[index]) - log_norm
 
 
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token sequences."""
+    n = 0
+    for old, new in zip(a, b):
+        if old != new:
+            break
+        n += 1
+    return n
+
+
 class LlamaCppEngine(Engine):
     """Streams from a GGUF model with llama-cpp-python, one request at a time.
 
@@ -99,6 +109,7 @@ class LlamaCppEngine(Engine):
         self._llm = None
         self._formatter = None
         self._jobs: dict[str, _Job] = {}
+        self._instruction_tokens: dict[str, list[int]] = {}
 
     # -- lifecycle ---------------------------------------------------------
     async def _load(self) -> None:
@@ -207,15 +218,14 @@ class LlamaCppEngine(Engine):
                 f"prompt of {len(tokens)} tokens plus {job.params.max_tokens} output "
                 f"tokens exceeds the context window of {self.n_ctx}"
             )
-        # Reuse the KV cache of the longest common prefix (the system prompt).
+        # Reuse the KV cache of the shared instructions (every message but the
+        # last), never more: llama.cpp is not batch-invariant, so a prompt
+        # tail evaluated token by token can flip a near-tie greedy choice
+        # that the cold, batched evaluation made (seen on 2 of 4
+        # laymaker-dev sentences when all but the last token were reused).
         cached = llm.input_ids[: llm.n_tokens]
-        prefix = 0
-        for prefix, (old, new) in enumerate(zip(cached, tokens)):  # noqa: B007
-            if old != new:
-                break
-        else:
-            prefix = min(len(cached), len(tokens))
-        llm.n_tokens = min(prefix, len(tokens) - 1)
+        shared = min(_common_prefix(cached, tokens), self._instructions_length(job.messages, tokens))
+        llm.n_tokens = min(shared, len(tokens) - 1)
         llm.eval(tokens[llm.n_tokens :])
 
         vocab = llm._model.vocab
@@ -256,6 +266,20 @@ class LlamaCppEngine(Engine):
             first = False
             if not last:
                 llm.eval([token])
+
+    def _instructions_length(self, messages: Sequence[dict[str, str]], tokens: list[int]) -> int:
+        """Tokens of ``tokens`` shared with the prompt rendered without its
+        last message (the clinical text): the reusable prefix. Memoised per
+        instruction set, since every request repeats the same ones."""
+        key = repr(list(messages[:-1]))
+        if key not in self._instruction_tokens:
+            prompt = self._formatter(messages=list(messages[:-1])).prompt
+            self._instruction_tokens[key] = self._llm.tokenize(
+                prompt.encode("utf-8"), add_bos=True, special=True
+            )
+            if len(self._instruction_tokens) > 64:  # bounded: drop the oldest
+                self._instruction_tokens.pop(next(iter(self._instruction_tokens)))
+        return _common_prefix(self._instruction_tokens[key], tokens)
 
     def _sample(self, logits: np.ndarray, temperature: float) -> int:
         if temperature <= 0:
