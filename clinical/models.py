@@ -104,8 +104,35 @@ class Translation(models.Model):
     )
     verification = models.CharField(
         max_length=12, choices=Verification.choices, default=Verification.NOT_NEEDED, db_index=True,
-        help_text="Full-precision re-run state; set when confidence is below the threshold.",
+        help_text="Full-precision re-run state; set when confidence is below the threshold "
+                  "or the safety check failed.",
     )
+
+    # --- Reading level, safety check and glossary (clinical.readability,
+    # clinical.safety, clinical.glossary); computed when the output completes.
+    input_fkgl = models.FloatField(null=True, blank=True,
+                                   help_text="Flesch-Kincaid grade level of the input (textstat).")
+    output_fkgl = models.FloatField(null=True, blank=True,
+                                    help_text="Flesch-Kincaid grade level of the output; English output only.")
+    output_readability = models.FloatField(
+        null=True, blank=True, help_text="The output's score on readability_measure (grade for fkgl, "
+                                         "0-100 ease for szigriszt_pazos).")
+    readability_measure = models.CharField(
+        max_length=24, blank=True,
+        help_text='"fkgl" (English output), "szigriszt_pazos" (Spanish output) or "" (none; see the note).')
+    readability_note = models.CharField(max_length=200, blank=True,
+                                        help_text="Why no measure was computed, or how to read it.")
+    safety_passed = models.BooleanField(
+        null=True, blank=True,
+        help_text="Every number+unit, dose, drug, laterality and negation of the input is in the output.")
+    safety_missing = models.JSONField(default=list, blank=True,
+                                      help_text='Missing items: [{"kind", "text"}].')
+    glossary = models.JSONField(default=list, blank=True,
+                                help_text='Medical terms of the input: [{"term", "definition", "source"}].')
+    rerun_reason = models.CharField(
+        max_length=32, blank=True,
+        help_text='Why the full-precision re-run was queued: "low_confidence", "safety_failed" or both, '
+                  'comma-separated.')
 
     class Meta:
         ordering = ["-created_at"]
@@ -165,6 +192,12 @@ class Rerun(models.Model):
     engine = models.CharField(max_length=32, blank=True)
     model_name = models.CharField(max_length=200, blank=True)
     error_class = models.CharField(max_length=120, blank=True)
+    # The re-run's output is checked again (clinical.readability, clinical.safety).
+    output_fkgl = models.FloatField(null=True, blank=True, help_text="FKGL of the output; English only.")
+    output_readability = models.FloatField(null=True, blank=True,
+                                           help_text="Score on the translation's readability_measure.")
+    safety_passed = models.BooleanField(null=True, blank=True)
+    safety_missing = models.JSONField(default=list, blank=True, help_text='[{"kind", "text"}]')
 
     class Meta:
         constraints = [
@@ -236,6 +269,11 @@ class AuditEvent(models.Model):
     tokens_out = models.PositiveIntegerField(null=True, blank=True)
     confidence = models.FloatField(null=True, blank=True)
     error_class = models.CharField(max_length=120, blank=True)
+    # Safety check outcome without clinical text: counts of missing items by kind.
+    safety_passed = models.BooleanField(null=True, blank=True)
+    safety_missing_counts = models.JSONField(
+        default=dict, blank=True, help_text='Missing items by kind, e.g. {"dose": 1}; no clinical text.')
+    rerun_reason = models.CharField(max_length=32, blank=True)
 
     objects = AuditEventQuerySet.as_manager()
 
