@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.contrib.sessions.models import Session
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from clinical.models import Translation
@@ -13,6 +13,21 @@ from clinical.models import Translation
 def translation_list_for_user(*, user, limit: int = 10) -> QuerySet[Translation]:
     """The user's own most recent translations, newest first (``limit`` rows)."""
     return Translation.objects.filter(user=user).order_by("-created_at")[:limit]
+
+
+def translation_search_for_user(*, user, q: str = "") -> QuerySet[Translation]:
+    """The user's own translations, newest first, for the history page.
+
+    ``q`` (stripped; empty = all) keeps those whose input or output text
+    contains it, case-insensitively (``icontains``: ``UPPER(...) LIKE`` on
+    PostgreSQL, ``LIKE`` on SQLite; ``%`` and ``_`` in ``q`` match
+    literally). Other users' translations are never included.
+    """
+    rows = Translation.objects.filter(user=user)
+    q = (q or "").strip()
+    if q:
+        rows = rows.filter(Q(input_text__icontains=q) | Q(output_text__icontains=q))
+    return rows.order_by("-created_at", "-id")
 
 
 def translation_get_for_user(*, user, request_id) -> Translation:

@@ -5,6 +5,7 @@ from clinical import admin_views, views
 
 urlpatterns = [
     path("", views.translate_page, name="translate"),
+    path("translations/", views.translation_history, name="translation-history"),
     path("translations/<uuid:request_id>/", views.translation_detail, name="translation-detail"),
     path("api/", include("clinical.api.urls")),
     path("readyz", views.readiness, name="readiness"),

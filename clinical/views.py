@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http import Http404
 from django.shortcuts import render
@@ -12,7 +13,11 @@ from django.views.decorators.http import require_POST
 from clinical import rerun
 from clinical.engine import engine_get
 from clinical.models import Translation
-from clinical.selectors import translation_get_for_user, translation_list_for_user
+from clinical.selectors import (translation_get_for_user, translation_list_for_user,
+                                translation_search_for_user)
+
+HISTORY_PAGE_SIZE = 20
+HISTORY_QUERY_MAX_CHARS = 200
 
 
 @login_required
@@ -24,6 +29,18 @@ def translate_page(request: HttpRequest) -> HttpResponse:
         "reading_levels": Translation._meta.get_field("reading_level").choices,
         "languages": Translation._meta.get_field("language").choices,
     })
+
+
+@login_required
+def translation_history(request: HttpRequest) -> HttpResponse:
+    """``GET /translations/?q=...&page=N``: the clinician's own translations,
+    newest first, ``HISTORY_PAGE_SIZE`` a page, filtered by ``q`` (text in
+    the input or output; at most ``HISTORY_QUERY_MAX_CHARS`` characters are
+    used). A page number out of range shows the last page."""
+    q = request.GET.get("q", "").strip()[:HISTORY_QUERY_MAX_CHARS]
+    rows = translation_search_for_user(user=request.user, q=q)
+    page = Paginator(rows, HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "clinical/history.html", {"page": page, "q": q})
 
 
 @login_required
