@@ -7,6 +7,7 @@ from django.contrib.sessions.models import Session
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from clinical.handouts import handout_model_text
 from clinical.models import Translation
 
 
@@ -38,6 +39,26 @@ def translation_get_for_user(*, user, request_id) -> Translation:
             someone else (callers answer 404 either way).
     """
     return Translation.objects.get(user=user, request_id=request_id)
+
+
+def handout_for_user(*, user, request_id) -> dict:
+    """A patient handout of one of the user's own completed translations:
+    ``{"translation", "model_text", "text", "edits", "latest_edit"}`` where
+    ``text`` is the newest edit's text, else the model's version
+    (``model_text``: the verified text when there is one, else the fast
+    text), and ``edits`` the clinician's edits, newest first.
+
+    Raises:
+        Translation.DoesNotExist: no such translation, someone else's, or
+            one that did not complete (callers answer 404).
+    """
+    translation = (Translation.objects.prefetch_related("reruns")
+                   .get(user=user, request_id=request_id, status=Translation.Status.COMPLETED))
+    edits = list(translation.edits.select_related("editor").order_by("-created_at", "-id"))
+    model_text = handout_model_text(translation=translation)
+    return {"translation": translation, "model_text": model_text,
+            "text": edits[0].text if edits else model_text, "edits": edits,
+            "latest_edit": edits[0] if edits else None}
 
 
 def translation_api_view(*, translation: Translation) -> dict:

@@ -20,6 +20,8 @@
   const fastBox = $("fast-draft");
   const fastText = $("fast-text");
   const fig = (id) => $("fig-" + id);
+  const nextSteps = $("next-steps");
+  const handoutLink = $("handout-link");
 
   let socket = null;
   let running = false;
@@ -86,6 +88,7 @@
         verifyBox.hidden = true;
         verifyBox.dataset.state = "";
         if (fastBox) { fastBox.hidden = true; delete fastBox.dataset.filled; }
+        if (nextSteps) nextSteps.hidden = true;
         fig("engine").textContent = frame.engine + " · " + frame.model + " · " + frame.precision;
         setStatus("Translating…");
         break;
@@ -99,6 +102,10 @@
         fig("tokens").textContent = frame.tokens_out + (frame.tokens_per_s ? " (" + frame.tokens_per_s.toFixed(1) + " tokens/s)" : "");
         fig("confidence").textContent = frame.confidence == null ? "–" : frame.confidence.toFixed(2);
         figures.hidden = false;
+        if (nextSteps && root.dataset.handoutUrl) {
+          handoutLink.href = root.dataset.handoutUrl.replace("00000000-0000-0000-0000-000000000000", frame.id);
+          nextSteps.hidden = false;
+        }
         setStatus(frame.verification === "pending" ? "Done; verifying." : "Done.");
         break;
       case "verifying":
