@@ -31,8 +31,12 @@
   function setStatus(text) { statusEl.textContent = text; }
   function setRunning(value) {
     running = value;
+    // A disabled button loses keyboard focus: hand it to the other button.
+    const focused = document.activeElement;
     if (translateBtn) translateBtn.disabled = value;
     if (cancelBtn) cancelBtn.disabled = !value;
+    if (value && focused === translateBtn && cancelBtn) cancelBtn.focus();
+    if (!value && focused === cancelBtn && translateBtn) translateBtn.focus();
     output.setAttribute("aria-busy", value ? "true" : "false");
   }
   function ms(value) { return value == null ? "–" : Math.round(value).toLocaleString() + " ms"; }
@@ -106,7 +110,9 @@
           handoutLink.href = root.dataset.handoutUrl.replace("00000000-0000-0000-0000-000000000000", frame.id);
           nextSteps.hidden = false;
         }
-        setStatus(frame.verification === "pending" ? "Done; verifying." : "Done.");
+        setStatus(frame.verification === "pending"
+          ? "Done. The explanation is complete; it is being verified in full precision."
+          : "Done. The explanation is complete.");
         break;
       case "verifying":
         // States only move forward: a late "verifying" never hides a result.
@@ -121,10 +127,11 @@
         verifyBox.dataset.state = "failed";
         verifyProgress.hidden = true;
         verifyText.textContent = frame.message;
+        setStatus("Verification failed: the fast text is shown. Check it carefully.");
         break;
       case "cancelled":
         setRunning(false);
-        setStatus("Cancelled.");
+        setStatus("Cancelled. The text so far is shown.");
         break;
       case "error":
         setRunning(false);
@@ -140,6 +147,7 @@
       figures.hidden = true;
       setRunning(true);
       setStatus("Connecting…");
+      output.lang = $("language").value;
       send({ type: "translate", text: input.value,
              reading_level: Number($("reading-level").value), language: $("language").value });
     });
