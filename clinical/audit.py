@@ -46,7 +46,18 @@ def audit_translation(*, translation: Translation) -> AuditEvent:
         total_ms=translation.total_ms, tokens_in=translation.tokens_in,
         tokens_out=translation.tokens_out, confidence=translation.confidence,
         error_class=translation.error_class,
+        safety_passed=translation.safety_passed, safety_missing_counts=_kind_counts(translation.safety_missing),
+        rerun_reason=translation.rerun_reason,
     )
+
+
+def _kind_counts(missing: list[dict] | None) -> dict[str, int]:
+    """Missing safety items counted by kind: the audit log keeps the
+    outcome of the safety check but none of its (clinical) text."""
+    counts: dict[str, int] = {}
+    for item in missing or ():
+        counts[item["kind"]] = counts.get(item["kind"], 0) + 1
+    return counts
 
 
 @transaction.atomic
@@ -83,6 +94,8 @@ def audit_verification(*, rerun: Rerun) -> AuditEvent:
         prompt_version=translation.prompt_version,
         rerun_queue_wait_ms=rerun.queue_wait_ms, rerun_ms=rerun.duration_ms,
         tokens_out=rerun.tokens_out, confidence=rerun.confidence, error_class=rerun.error_class,
+        safety_passed=rerun.safety_passed, safety_missing_counts=_kind_counts(rerun.safety_missing),
+        rerun_reason=translation.rerun_reason,
     )
 
 

@@ -11,9 +11,11 @@ Server → client frames:
     ``{"type": "token", "text"}`` (one per decoded piece)
     ``{"type": "done", "id", "status": "completed", "ttft_ms", "total_ms",
     "queue_wait_ms", "tokens_in", "tokens_out", "tokens_per_s",
-    "confidence", "finish_reason", "verification"}``
-    then, below the confidence threshold, ``verifying`` and later
-    ``verified`` or ``verification_failed`` (see
+    "confidence", "finish_reason", "verification", "readability",
+    "safety", "rerun_reason", "glossary"}`` (see
+    :func:`clinical.quality.translation_quality_payload`)
+    then, below the confidence threshold or when the safety check failed,
+    ``verifying`` and later ``verified`` or ``verification_failed`` (see
     :func:`clinical.rerun.verification_frame`).
     ``{"type": "cancelled", "id"}``
     ``{"type": "error", "code", "message"}`` with ``code`` one of
@@ -41,7 +43,7 @@ from django.core.exceptions import ValidationError
 from django.db import DatabaseError
 from redis.exceptions import RedisError
 
-from clinical import ratelimit, rerun, selectors, services
+from clinical import quality, ratelimit, rerun, selectors, services
 from clinical.engine import engine_get
 from clinical.models import Translation
 
@@ -250,6 +252,8 @@ def done_frame(translation: Translation) -> dict:
         "confidence": translation.confidence,
         "finish_reason": translation.finish_reason,
         "verification": translation.verification,
+        # readability, safety, rerun_reason, glossary (clinical.quality)
+        **quality.translation_quality_payload(translation),
     }
 
 

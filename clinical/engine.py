@@ -8,6 +8,7 @@ shares it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 
 from django.conf import settings
@@ -15,6 +16,8 @@ from django.conf import settings
 from inference.base import Engine, GenerationParams
 from inference.factory import EngineConfig, create_engine
 from inference.prompts import build_messages
+
+logger = logging.getLogger(__name__)
 
 _engine: Engine | None = None
 _ready: asyncio.Future | None = None
@@ -51,8 +54,12 @@ async def engine_get() -> Engine:
         try:
             if _engine is None:
                 _engine = create_engine(engine_config_from_settings())
+            # The readability and safety word lists load (a few seconds,
+            # once per process) while the model does.
+            words = asyncio.ensure_future(asyncio.to_thread(_quality_warm))
             await _engine.start()
             await _prefill_shared_prompt(_engine)
+            await words
         except BaseException as exc:
             _ready.set_exception(exc)
             _ready.exception()  # mark retrieved; callers get the raise below
@@ -69,6 +76,15 @@ async def _prefill_shared_prompt(engine: Engine) -> None:
     params = GenerationParams(max_tokens=1)
     async for _ in engine.generate(f"warmup-{uuid.uuid4()}", build_messages("No acute distress."), params):
         pass
+
+
+def _quality_warm() -> None:
+    from clinical.quality import warm
+
+    try:
+        warm()
+    except Exception as exc:  # noqa: BLE001 - the first measurement will report it
+        logger.error("quality word lists failed to load: %s", type(exc).__name__)
 
 
 def engine_set(engine: Engine | None) -> None:

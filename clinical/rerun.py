@@ -2,7 +2,9 @@
 re-runs, and tell the clinician's socket about them.
 
 Source of the threshold: the product's design, "if confidence < 0.85,
-re-run in FP32" (``settings.CONFIDENCE_THRESHOLD``).
+re-run in FP32" (``settings.CONFIDENCE_THRESHOLD``). A failed safety check
+(:mod:`clinical.safety`) queues the re-run too (issue 6); the translation's
+``rerun_reason`` says which (:func:`clinical.quality.rerun_reasons`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from clinical import quality
 from clinical.audit import audit_verification
 from clinical.log import request_id_var
 from clinical.models import Rerun, Translation
@@ -30,12 +33,6 @@ RERUN_PRECISION = "fp32"
 def translation_group(request_id) -> str:
     """Channel-layer group of one translation's sockets."""
     return f"translation-{request_id}"
-
-
-def needs_rerun(confidence: float | None) -> bool:
-    """True below ``CONFIDENCE_THRESHOLD``; an output with no tokens (no
-    confidence) is re-run too."""
-    return confidence is None or confidence < settings.CONFIDENCE_THRESHOLD
 
 
 def rerun_request(*, translation: Translation) -> Rerun:
@@ -99,6 +96,13 @@ def rerun_complete(*, rerun_id: int, output_text: str, token_logprobs: list[floa
     rerun.engine, rerun.model_name = engine, model_name
     rerun.finished_at = timezone.now()
     rerun.error_class = ""
+    translation = rerun.translation
+    measured = quality.output_quality(input_text=translation.input_text, output_text=output_text,
+                                      language=translation.language)
+    rerun.output_fkgl = measured.readability.output_fkgl
+    rerun.output_readability = measured.readability.output_score
+    rerun.safety_passed = measured.safety.passed
+    rerun.safety_missing = measured.safety.missing_dicts()
     rerun.save()
     _verification_conclude(rerun=rerun, state=Translation.Verification.VERIFIED)
     return rerun
@@ -162,6 +166,11 @@ def rerun_execute(*, translation_id: int) -> Rerun | None:
     return done
 
 
+REASON_MESSAGES = {
+    quality.LOW_CONFIDENCE: "Low confidence",
+    quality.SAFETY_FAILED: "Safety check: facts missing",
+}
+
 VERIFICATION_MESSAGES = {
     Translation.Verification.PENDING: "Low confidence: queued for verification in full precision…",
     Translation.Verification.RUNNING: "Verifying in full precision…",
@@ -174,16 +183,25 @@ def verification_frame(translation: Translation) -> dict | None:
     ``None`` when no verification was needed. Every frame carries a
     ``message`` for the clinician.
 
-    Frames: ``{"type": "verifying", "id", "state": "queued"|"running"}``,
-    ``{"type": "verified", "id", "text", "confidence", "precision",
-    "engine", "model", "queue_wait_ms", "rerun_ms", "tokens_out"}`` and
+    Frames: ``{"type": "verifying", "id", "state": "queued"|"running",
+    "reason"?}`` (``reason``, on ``queued``: the translation's
+    ``rerun_reason``), ``{"type": "verified", "id", "text", "confidence",
+    "precision", "engine", "model", "queue_wait_ms", "rerun_ms",
+    "tokens_out", "reason", "readability", "safety"}`` (the re-run output's
+    own readability and safety check, see
+    :func:`clinical.quality.rerun_quality_payload`) and
     ``{"type": "verification_failed", "id"}``.
     """
     request_id = str(translation.request_id)
     state = translation.verification
     message = VERIFICATION_MESSAGES.get(state, "")
+    reasons = [r for r in (translation.rerun_reason or "").split(",") if r]
     if state == Translation.Verification.PENDING:
-        return {"type": "verifying", "id": request_id, "state": "queued", "message": message}
+        if reasons:
+            message = " and ".join(REASON_MESSAGES.get(r, r) for r in reasons) + \
+                ": queued for verification in full precision…"
+        return {"type": "verifying", "id": request_id, "state": "queued", "message": message,
+                "reason": translation.rerun_reason}
     if state == Translation.Verification.RUNNING:
         return {"type": "verifying", "id": request_id, "state": "running", "message": message}
     if state == Translation.Verification.FAILED:
@@ -194,9 +212,12 @@ def verification_frame(translation: Translation) -> dict | None:
                 "confidence": rerun.confidence, "precision": rerun.precision,
                 "engine": rerun.engine, "model": rerun.model_name,
                 "queue_wait_ms": rerun.queue_wait_ms, "rerun_ms": rerun.duration_ms,
-                "tokens_out": rerun.tokens_out,
+                "tokens_out": rerun.tokens_out, "reason": translation.rerun_reason,
+                **quality.rerun_quality_payload(rerun),
                 "message": f"Verified in full precision ({rerun.precision}), confidence "
-                           f"{rerun.confidence or 0:.2f}, re-run {rerun.duration_ms or 0:,.0f} ms."}
+                           f"{rerun.confidence or 0:.2f}, re-run {rerun.duration_ms or 0:,.0f} ms."
+                           + ("" if rerun.safety_passed is not False else
+                              " The safety check still finds facts missing; check the text.")}
     return None
 
 

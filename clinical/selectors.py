@@ -7,6 +7,7 @@ from django.contrib.sessions.models import Session
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from clinical import quality
 from clinical.handouts import handout_model_text
 from clinical.models import Translation
 
@@ -93,6 +94,10 @@ def translation_api_view(*, translation: Translation) -> dict:
             "rerun_ms": verified.duration_ms if verified else None,
         },
         "ai_generated": True,
+        # The fast output's readability and safety check, why it was re-run,
+        # the glossary, and the re-run output's own check (clinical.quality).
+        **quality.translation_quality_payload(translation),
+        "verified_quality": quality.rerun_quality_payload(verified) if verified else None,
         "created_at": translation.created_at,
         "finished_at": translation.finished_at,
     }

@@ -23,7 +23,7 @@ from django.utils import timezone
 from limits.errors import StorageError
 from redis.exceptions import RedisError
 
-from clinical import audit, ratelimit, rerun
+from clinical import audit, quality, ratelimit, rerun
 from clinical.log import request_id_var
 from clinical.models import Translation
 from inference.base import Delta, Engine, EngineBusy, EngineInfo, GenerationParams
@@ -236,9 +236,12 @@ def translation_finish(*, translation_id: int, status: str, output_text: str,
     """Put a pending translation in its final state, exactly once, with its
     audit event in the same transaction.
 
-    A completed translation whose confidence is below the threshold gets a
-    full-precision re-run queued in the same transaction
-    (:func:`clinical.rerun.rerun_request`).
+    A completed output is measured (readability, safety check:
+    :func:`clinical.quality.output_quality`, about 10 ms). A completed
+    translation whose confidence is below the threshold, or whose safety
+    check failed (unless ``SAFETY_RERUN`` is off), gets a full-precision
+    re-run queued in the same transaction
+    (:func:`clinical.rerun.rerun_request`); ``rerun_reason`` says which.
 
     The first call wins: a translation that is already final is returned
     unchanged, so a late or repeated call can never overwrite an outcome.
@@ -263,11 +266,29 @@ def translation_finish(*, translation_id: int, status: str, output_text: str,
     row.tokens_out = figures.tokens_out
     row.confidence = figures.confidence
     row.finish_reason = figures.finish_reason
+    reasons = []
+    if status == Translation.Status.COMPLETED:
+        _quality_store(row)
+        reasons = quality.rerun_reasons(confidence=row.confidence, safety_passed=row.safety_passed,
+                                        threshold=settings.CONFIDENCE_THRESHOLD,
+                                        safety_gate=settings.SAFETY_RERUN)
+        row.rerun_reason = ",".join(reasons)
     row.save()
     audit.audit_translation(translation=row)
-    if status == Translation.Status.COMPLETED and rerun.needs_rerun(row.confidence):
+    if reasons:
         rerun.rerun_request(translation=row)
     return row
+
+
+def _quality_store(row: Translation) -> None:
+    """Set the readability and safety fields of a completed row (unsaved)."""
+    measured = quality.output_quality(input_text=row.input_text, output_text=row.output_text,
+                                      language=row.language)
+    r = measured.readability
+    row.input_fkgl, row.output_fkgl, row.output_readability = r.input_fkgl, r.output_fkgl, r.output_score
+    row.readability_measure, row.readability_note = r.measure, r.note[:200]
+    row.safety_passed = measured.safety.passed
+    row.safety_missing = measured.safety.missing_dicts()
 
 
 @dataclass

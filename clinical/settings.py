@@ -246,6 +246,17 @@ RERUN_TIME_LIMIT_S = int(os.environ.get("RERUN_TIME_LIMIT_S", "960"))
 RERUN_MAX_RETRIES = int(os.environ.get("RERUN_MAX_RETRIES", "3"))
 RERUN_RETRY_BACKOFF_S = int(os.environ.get("RERUN_RETRY_BACKOFF_S", "5"))
 
+# --- Reading level, safety check and glossary (clinical/quality.py) -----------
+# A failed safety check (clinical/safety.py) queues the full-precision re-run
+# like a low confidence does; off only for tests that isolate the confidence gate.
+SAFETY_RERUN = env_bool("SAFETY_RERUN", True)
+# Glossary: at most this many terms; plain definitions written by the engine
+# after the main text (GLOSSARY_GENERATE, GLOSSARY_MAX_TOKENS), else the
+# vocabulary's own definitions.
+GLOSSARY_MAX_TERMS = int(os.environ.get("GLOSSARY_MAX_TERMS", "8"))
+GLOSSARY_GENERATE = env_bool("GLOSSARY_GENERATE", True)
+GLOSSARY_MAX_TOKENS = int(os.environ.get("GLOSSARY_MAX_TOKENS", "192"))
+
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True

@@ -72,7 +72,8 @@ def create_engine(config: EngineConfig) -> Engine:
         from inference.fake_engine import FakeEngine
 
         # Tests of the web stack slow the fake engine down to exercise cancel.
-        engine = FakeEngine(token_delay_s=float(os.environ.get("FAKE_ENGINE_TOKEN_DELAY_S", "0")))
+        engine = FakeEngine(token_delay_s=float(os.environ.get("FAKE_ENGINE_TOKEN_DELAY_S", "0")),
+                            answer=os.environ.get("FAKE_ENGINE_ANSWER") or None)
         engine.max_queue = config.max_queue
         return engine
     if name == "llamacpp":

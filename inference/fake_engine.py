@@ -21,10 +21,13 @@ class FakeEngine(Engine):
         token_delay_s: sleep between tokens (seconds).
         logprob: logprob reported for every token (confidence = exp(logprob)).
         fail_after: raise :class:`EngineError` after this many tokens.
+        answer: a fixed answer instead of the echo (tests of the safety
+            check use one that drops a fact).
     """
 
     def __init__(self, *, token_delay_s: float = 0.0, logprob: float = -0.05,
-                 fail_after: int | None = None) -> None:
+                 fail_after: int | None = None, answer: str | None = None) -> None:
+        self.answer = answer
         self.token_delay_s = token_delay_s
         self.logprob = logprob
         self.fail_after = fail_after
@@ -45,7 +48,7 @@ class FakeEngine(Engine):
         params: GenerationParams,
     ) -> AsyncIterator[Delta]:
         await self.start()
-        words = ("Plain words: " + messages[-1]["content"]).split(" ")
+        words = (self.answer or "Plain words: " + messages[-1]["content"]).split(" ")
         words = words[: params.max_tokens]
         admitted_ns = time.monotonic_ns()
         self.active.add(request_id)

@@ -110,7 +110,7 @@ async def test_low_confidence_output_is_replaced_by_the_fp32_rerun_live(
 @pytest.mark.slow
 async def test_gate_sends_nothing_to_the_queue_above_the_threshold(daphne_server, clinician, stack_env):
     server = daphne_server(INFERENCE_ENGINE="llamacpp", INFERENCE_MODEL=str(smollm2_gguf_path()),
-                           CONFIDENCE_THRESHOLD="0")
+                           CONFIDENCE_THRESHOLD="0", SAFETY_RERUN="0")  # the confidence gate alone
     session = await in_thread(lambda: server.login(clinician.username))
     async with await open_socket(server, session) as socket:
         await socket.send(json.dumps({"type": "translate", "text": laymaker_sentences()[4]}))

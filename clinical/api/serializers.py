@@ -27,6 +27,40 @@ class TimingsSerializer(serializers.Serializer):
     rerun_ms = serializers.FloatField(allow_null=True, help_text="full-precision re-run duration")
 
 
+class ReadabilitySerializer(serializers.Serializer):
+    input_fkgl = serializers.FloatField(allow_null=True, help_text="Flesch-Kincaid grade level of the input.")
+    output_fkgl = serializers.FloatField(allow_null=True,
+                                         help_text="Flesch-Kincaid grade level of the output (English only).")
+    measure = serializers.ChoiceField(choices=["fkgl", "szigriszt_pazos", ""],
+                                      help_text="The output's measure: FKGL (English), Szigriszt-Pazos "
+                                                "perspicuity (Spanish, 0-100, higher is easier) or none.")
+    score = serializers.FloatField(allow_null=True, help_text="The output's value on `measure`.")
+    note = serializers.CharField(allow_blank=True, help_text="How to read the score, or why there is none.")
+
+
+class SafetyItemSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["dose", "measurement", "number", "drug", "laterality", "negation"])
+    text = serializers.CharField(help_text="The item as written in the input.")
+
+
+class SafetySerializer(serializers.Serializer):
+    passed = serializers.BooleanField(allow_null=True, help_text="Every number with its unit, dose, drug, "
+                                      "side and negation of the input is in the output (null until completed).")
+    missing = SafetyItemSerializer(many=True)
+
+
+class GlossaryTermSerializer(serializers.Serializer):
+    term = serializers.CharField()
+    definition = serializers.CharField()
+    source = serializers.CharField(help_text="`engine` (written by the model in plain words) or the "
+                                             "vocabulary it came from (`hpo`, `drug`).")
+
+
+class VerifiedQualitySerializer(serializers.Serializer):
+    readability = ReadabilitySerializer()
+    safety = SafetySerializer()
+
+
 class TranslationSerializer(serializers.Serializer):
     id = serializers.UUIDField(help_text="Request id; use it to poll GET /api/v1/translations/{id}/.")
     status = serializers.ChoiceField(choices=["pending", "completed", "cancelled", "error"])
@@ -48,6 +82,13 @@ class TranslationSerializer(serializers.Serializer):
     tokens_out = serializers.IntegerField(allow_null=True)
     timings = TimingsSerializer()
     ai_generated = serializers.BooleanField(help_text="Always true: check before giving it to a patient.")
+    readability = ReadabilitySerializer(help_text="Readability of the input and of the fast output.")
+    safety = SafetySerializer(help_text="Safety check of the fast output.")
+    rerun_reason = serializers.CharField(allow_blank=True, help_text="Why the full-precision re-run was "
+                                         "queued: `low_confidence`, `safety_failed` or both, comma-separated.")
+    glossary = GlossaryTermSerializer(many=True, help_text="Medical terms of the input with short definitions.")
+    verified_quality = VerifiedQualitySerializer(allow_null=True,
+                                                 help_text="The re-run output's own readability and safety check.")
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
 
