@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from clinical import handouts, rerun
+from clinical.quality_display import translation_quality_display
 from clinical.engine import engine_get
 from clinical.models import Translation
 from clinical.selectors import (handout_for_user, translation_get_for_user, translation_list_for_user,
@@ -61,6 +62,7 @@ def translation_detail(request: HttpRequest, request_id) -> HttpResponse:
         "shown_text": verified.output_text if verified else translation.output_text,
         "fast_text": translation.output_text if verified else "",
         "verification_message": frame["message"] if frame else "",
+        "quality": translation_quality_display(translation=translation),
     })
 
 
@@ -78,6 +80,7 @@ def translation_handout(request: HttpRequest, request_id) -> HttpResponse:
     except Translation.DoesNotExist:
         raise Http404("No such handout") from None
     context = {**handout, "draft": handout["text"], "error": "",
+               "quality": translation_quality_display(translation=handout["translation"]),
                "print_on_load": request.GET.get("print") == "1",
                "max_chars": handouts.HANDOUT_MAX_CHARS}
     if request.method == "POST":

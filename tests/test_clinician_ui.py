@@ -10,6 +10,7 @@ import re
 import shutil
 from pathlib import Path
 
+import httpx
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import expect, sync_playwright
@@ -45,6 +46,9 @@ def ui_page():
 
 
 def log_in(page, server, username: str) -> None:
+    """Warm the engine and its word lists (GET /readyz), then log in
+    through the login form."""
+    assert httpx.get(server.base_url + "/readyz", timeout=180).status_code == 200
     page.goto(server.base_url + "/")
     page.get_by_label("Username").fill(username)
     page.get_by_label("Password").fill(PASSWORD)
@@ -113,6 +117,15 @@ def test_clinician_translates_prints_edits_and_finds_a_handout(
     row = db(lambda: Translation.objects.get(user=clinician))
     assert row.status == Translation.Status.COMPLETED
     assert output.inner_text().strip() == row.output_text
+
+    # Reading level of input and output, and the safety panel, as stored.
+    expect(page.locator("#q-input")).to_have_text(f"grade {row.input_fkgl:.1f} (FKGL)")
+    expected_output = ("not measured (no words)" if row.output_fkgl is None else f"grade {row.output_fkgl:.1f}")
+    expect(page.locator("#q-output")).to_have_text(f"{expected_output} (FKGL; asked for grade 6)")
+    safety = page.locator("#safety")
+    expect(safety).to_be_visible()
+    expect(safety).to_have_attribute("data-state", "passed" if row.safety_passed else "failed")
+    expect(page.locator("#safety-missing li")).to_have_count(len(row.safety_missing))
     assert_accessible(page, "main page, translation done")
 
     # The patient handout: print view, copy, edit.
@@ -160,6 +173,33 @@ def test_clinician_translates_prints_edits_and_finds_a_handout(
     expect(page.locator(f'a[href="/translations/{row.request_id}/"]')).to_be_visible()
     expect(page.locator(f'a[href="/translations/{theirs.request_id}/"]')).to_have_count(0)
     assert_accessible(page, "history")
+
+
+def test_missing_facts_are_listed_next_to_the_text_and_spanish_gets_its_own_measure(
+        daphne_server, clinician, ui_page):
+    """An answer that drops the size and the side of the input: the safety
+    panel lists both beside the text; a Spanish explanation is measured
+    with Szigriszt-Pazos, not FKGL."""
+    server = daphne_server(INFERENCE_ENGINE="fake", FAKE_ENGINE_ANSWER="Your doctor felt your liver.")
+    page = ui_page
+    log_in(page, server, clinician.username)
+    page.get_by_label("Diagnosis text").fill(laymaker_sentences()[47])  # "... 4 cm below right costal margin ."
+    page.get_by_role("button", name="Translate").click()
+    expect(page.locator("#status")).to_have_text(re.compile(r"Safety check: 2 missing"))
+
+    safety = page.locator("#safety")
+    expect(safety).to_have_attribute("data-state", "failed")
+    expect(page.locator("#safety-missing li")).to_have_text(["Measurement: 4 cm", "Side (left/right): right"])
+    text_box, safety_box = page.locator("#output").bounding_box(), safety.bounding_box()
+    assert safety_box["x"] >= text_box["x"] + text_box["width"] and safety_box["y"] < text_box["y"] + 50
+    assert_accessible(page, "main page, safety check failed")
+
+    page.get_by_label("Patient's language").select_option("es")
+    page.get_by_role("button", name="Translate").click()
+    expect(page.locator("#q-output")).to_have_text(re.compile(r"of 100 \(Szigriszt-Pazos; higher is easier\)$"),
+                                                   timeout=30_000)
+    expect(page.locator("#output")).to_have_attribute("lang", "es")
+    expect(page.locator("#q-note")).to_contain_text("INFLESZ")
 
 
 def test_keyboard_only_translate_and_cancel(daphne_server, clinician, ui_page):

@@ -22,6 +22,8 @@
   const fig = (id) => $("fig-" + id);
   const nextSteps = $("next-steps");
   const handoutLink = $("handout-link");
+  const quality = window.clinicalQuality;
+  let readingLevel = root.dataset.readingLevel || "";
 
   let socket = null;
   let running = false;
@@ -77,6 +79,7 @@
     }
     if (fastBox) fastBox.hidden = false;
     output.textContent = frame.text;
+    if (quality) quality.render(frame, readingLevel, true);
     verifyBox.hidden = false;
     verifyBox.dataset.state = "verified";
     verifyProgress.hidden = true;
@@ -93,6 +96,7 @@
         verifyBox.dataset.state = "";
         if (fastBox) { fastBox.hidden = true; delete fastBox.dataset.filled; }
         if (nextSteps) nextSteps.hidden = true;
+        if (quality) quality.hide();
         fig("engine").textContent = frame.engine + " · " + frame.model + " · " + frame.precision;
         setStatus("Translating…");
         break;
@@ -110,9 +114,10 @@
           handoutLink.href = root.dataset.handoutUrl.replace("00000000-0000-0000-0000-000000000000", frame.id);
           nextSteps.hidden = false;
         }
-        setStatus(frame.verification === "pending"
+        if (quality) quality.render(frame, readingLevel, false);
+        setStatus((frame.verification === "pending"
           ? "Done. The explanation is complete; it is being verified in full precision."
-          : "Done. The explanation is complete.");
+          : "Done. The explanation is complete.") + (quality ? quality.summary(frame) : ""));
         break;
       case "verifying":
         // States only move forward: a late "verifying" never hides a result.
@@ -148,6 +153,7 @@
       setRunning(true);
       setStatus("Connecting…");
       output.lang = $("language").value;
+      readingLevel = $("reading-level").value;
       send({ type: "translate", text: input.value,
              reading_level: Number($("reading-level").value), language: $("language").value });
     });
