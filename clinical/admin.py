@@ -17,7 +17,7 @@ from import_export.admin import ExportActionMixin
 from rest_framework_api_key.admin import APIKeyModelAdmin
 
 from clinical import audit
-from clinical.models import APIClient, AuditEvent, Rerun, Translation
+from clinical.models import APIClient, AuditEvent, Rerun, Translation, TranslationEdit
 
 auditlog.register(get_user_model(), exclude_fields=["password", "last_login"])
 auditlog.register(Group)
@@ -60,6 +60,19 @@ class RerunInline(admin.TabularInline):
         return False
 
 
+class TranslationEditInline(admin.TabularInline):
+    """The clinician's handout edits (append-only), beside the model's text."""
+
+    model = TranslationEdit
+    extra = 0
+    can_delete = False
+    fields = ("created_at", "editor", "text_sha256", "text")
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
 @admin.register(Translation)
 class TranslationAdmin(ReadOnlyAdmin):
     """Translations; the detail page (with the clinical text) is audited."""
@@ -70,7 +83,7 @@ class TranslationAdmin(ReadOnlyAdmin):
     date_hierarchy = "created_at"
     search_fields = ("=request_id", "user__username")
     readonly_fields = [f.name for f in Translation._meta.fields]
-    inlines = [RerunInline]
+    inlines = [RerunInline, TranslationEditInline]
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         response = super().change_view(request, object_id, form_url, extra_context)
@@ -87,7 +100,7 @@ class AuditEventResource(resources.ModelResource):
         fields = ("id", "created_at", "event_type", "outcome", "actor", "source", "request_id",
                   "input_sha256", "input_chars", "engine", "model_name", "precision", "prompt_version",
                   "queue_wait_ms", "ttft_ms", "total_ms", "rerun_queue_wait_ms", "rerun_ms",
-                  "tokens_in", "tokens_out", "confidence", "error_class")
+                  "tokens_in", "tokens_out", "confidence", "error_class", "text_sha256")
         export_order = fields
 
 
@@ -102,5 +115,5 @@ class AuditEventAdmin(ExportActionMixin, ReadOnlyAdmin):
                    ("actor_user", admin.RelatedOnlyFieldListFilter),
                    ("actor_client", admin.RelatedOnlyFieldListFilter), "created_at")
     date_hierarchy = "created_at"
-    search_fields = ("=request_id", "actor", "=input_sha256")
+    search_fields = ("=request_id", "actor", "=input_sha256", "=text_sha256")
     readonly_fields = [f.name for f in AuditEvent._meta.fields]

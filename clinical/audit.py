@@ -11,7 +11,7 @@ import uuid
 
 from django.db import transaction
 
-from clinical.models import AuditEvent, Rerun, Translation
+from clinical.models import AuditEvent, Rerun, Translation, TranslationEdit
 
 
 def text_fingerprint(text: object) -> tuple[str, int | None]:
@@ -108,4 +108,18 @@ def audit_text_access(*, user, translation: Translation) -> AuditEvent:
         request_id=translation.request_id,
         input_sha256=text_fingerprint(translation.input_text)[0],
         input_chars=len(translation.input_text),
+    )
+
+
+def audit_handout_edit(*, edit: TranslationEdit) -> AuditEvent:
+    """Record that a clinician saved an edited handout; call inside the
+    transaction that stores the edit. ``text_sha256`` identifies the edited
+    text (never stored here); ``input_sha256`` the translation's input."""
+    translation = edit.translation
+    sha, chars = text_fingerprint(translation.input_text)
+    return AuditEvent.objects.create(
+        event_type=AuditEvent.EventType.HANDOUT_EDIT, outcome=AuditEvent.Outcome.SAVED,
+        actor_user=edit.editor, actor=edit.editor.get_username(), source=Translation.Source.WEB,
+        request_id=translation.request_id, input_sha256=sha, input_chars=chars,
+        text_sha256=edit.text_sha256,
     )

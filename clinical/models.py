@@ -234,6 +234,7 @@ class AuditEvent(models.Model):
         TRANSLATION = "translation", "Translation request"
         VERIFICATION = "verification", "Full-precision verification"
         TEXT_ACCESS = "text_access", "Clinical text viewed in admin"
+        HANDOUT_EDIT = "handout_edit", "Handout text edited by the clinician"
 
     class Outcome(models.TextChoices):
         COMPLETED = "completed", "Completed"
@@ -243,6 +244,7 @@ class AuditEvent(models.Model):
         VERIFIED = "verified", "Verified"
         VERIFICATION_FAILED = "verification_failed", "Verification failed"
         VIEWED = "viewed", "Viewed"
+        SAVED = "saved", "Saved"
 
     created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
     event_type = models.CharField(max_length=16, choices=EventType.choices, db_index=True)
@@ -269,6 +271,8 @@ class AuditEvent(models.Model):
     tokens_out = models.PositiveIntegerField(null=True, blank=True)
     confidence = models.FloatField(null=True, blank=True)
     error_class = models.CharField(max_length=120, blank=True)
+    text_sha256 = models.CharField(
+        max_length=64, blank=True, help_text="handout_edit: SHA-256 of the edited handout text (never the text).")
     # Safety check outcome without clinical text: counts of missing items by kind.
     safety_passed = models.BooleanField(null=True, blank=True)
     safety_missing_counts = models.JSONField(
@@ -290,3 +294,47 @@ class AuditEvent(models.Model):
 
     def delete(self, *args, **kwargs):
         raise AppendOnlyError("audit events cannot be deleted")
+
+
+class TranslationEditQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise AppendOnlyError("handout edits cannot be updated")
+
+    def delete(self):
+        raise AppendOnlyError("handout edits cannot be deleted")
+
+
+class TranslationEdit(models.Model):
+    """One edit of a translation's patient handout by its clinician, stored
+    beside the model's version (which is never changed).
+
+    Append-only, like :class:`AuditEvent`: each save of the handout adds a
+    row; the newest is the handout's current text. ``text_sha256`` is the
+    SHA-256 of ``text`` (UTF-8), also written to the ``handout_edit`` audit
+    event, so the audit log identifies the text without holding it.
+    ``model_text_sha256`` identifies the model's version shown when the
+    edit was made (the fast text, or the full-precision one once verified).
+    """
+
+    translation = models.ForeignKey(Translation, on_delete=models.PROTECT, related_name="edits")
+    editor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
+    text = models.TextField()
+    text_sha256 = models.CharField(max_length=64)
+    model_text_sha256 = models.CharField(max_length=64, blank=True)
+
+    objects = TranslationEditQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"Edit of {self.translation.request_id} by {self.editor} at {self.created_at:%Y-%m-%d %H:%M}"
+
+    def save(self, *args, **kwargs) -> None:
+        if self.pk is not None:
+            raise AppendOnlyError("handout edits cannot be updated")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError("handout edits cannot be deleted")

@@ -4,16 +4,32 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.contrib.sessions.models import Session
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from clinical import quality
+from clinical.handouts import handout_model_text
 from clinical.models import Translation
 
 
 def translation_list_for_user(*, user, limit: int = 10) -> QuerySet[Translation]:
     """The user's own most recent translations, newest first (``limit`` rows)."""
     return Translation.objects.filter(user=user).order_by("-created_at")[:limit]
+
+
+def translation_search_for_user(*, user, q: str = "") -> QuerySet[Translation]:
+    """The user's own translations, newest first, for the history page.
+
+    ``q`` (stripped; empty = all) keeps those whose input or output text
+    contains it, case-insensitively (``icontains``: ``UPPER(...) LIKE`` on
+    PostgreSQL, ``LIKE`` on SQLite; ``%`` and ``_`` in ``q`` match
+    literally). Other users' translations are never included.
+    """
+    rows = Translation.objects.filter(user=user)
+    q = (q or "").strip()
+    if q:
+        rows = rows.filter(Q(input_text__icontains=q) | Q(output_text__icontains=q))
+    return rows.order_by("-created_at", "-id")
 
 
 def translation_get_for_user(*, user, request_id) -> Translation:
@@ -24,6 +40,26 @@ def translation_get_for_user(*, user, request_id) -> Translation:
             someone else (callers answer 404 either way).
     """
     return Translation.objects.get(user=user, request_id=request_id)
+
+
+def handout_for_user(*, user, request_id) -> dict:
+    """A patient handout of one of the user's own completed translations:
+    ``{"translation", "model_text", "text", "edits", "latest_edit"}`` where
+    ``text`` is the newest edit's text, else the model's version
+    (``model_text``: the verified text when there is one, else the fast
+    text), and ``edits`` the clinician's edits, newest first.
+
+    Raises:
+        Translation.DoesNotExist: no such translation, someone else's, or
+            one that did not complete (callers answer 404).
+    """
+    translation = (Translation.objects.prefetch_related("reruns")
+                   .get(user=user, request_id=request_id, status=Translation.Status.COMPLETED))
+    edits = list(translation.edits.select_related("editor").order_by("-created_at", "-id"))
+    model_text = handout_model_text(translation=translation)
+    return {"translation": translation, "model_text": model_text,
+            "text": edits[0].text if edits else model_text, "edits": edits,
+            "latest_edit": edits[0] if edits else None}
 
 
 def translation_api_view(*, translation: Translation) -> dict:

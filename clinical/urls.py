@@ -5,7 +5,9 @@ from clinical import admin_views, views
 
 urlpatterns = [
     path("", views.translate_page, name="translate"),
+    path("translations/", views.translation_history, name="translation-history"),
     path("translations/<uuid:request_id>/", views.translation_detail, name="translation-detail"),
+    path("translations/<uuid:request_id>/handout/", views.translation_handout, name="translation-handout"),
     path("api/", include("clinical.api.urls")),
     path("readyz", views.readiness, name="readiness"),
     path("accounts/extend/", views.session_extend, name="session-extend"),

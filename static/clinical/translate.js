@@ -20,6 +20,10 @@
   const fastBox = $("fast-draft");
   const fastText = $("fast-text");
   const fig = (id) => $("fig-" + id);
+  const nextSteps = $("next-steps");
+  const handoutLink = $("handout-link");
+  const quality = window.clinicalQuality;
+  let readingLevel = root.dataset.readingLevel || "";
 
   let socket = null;
   let running = false;
@@ -29,8 +33,12 @@
   function setStatus(text) { statusEl.textContent = text; }
   function setRunning(value) {
     running = value;
+    // A disabled button loses keyboard focus: hand it to the other button.
+    const focused = document.activeElement;
     if (translateBtn) translateBtn.disabled = value;
     if (cancelBtn) cancelBtn.disabled = !value;
+    if (value && focused === translateBtn && cancelBtn) cancelBtn.focus();
+    if (!value && focused === cancelBtn && translateBtn) translateBtn.focus();
     output.setAttribute("aria-busy", value ? "true" : "false");
   }
   function ms(value) { return value == null ? "–" : Math.round(value).toLocaleString() + " ms"; }
@@ -71,6 +79,7 @@
     }
     if (fastBox) fastBox.hidden = false;
     output.textContent = frame.text;
+    if (quality) quality.render(frame, readingLevel, true);
     verifyBox.hidden = false;
     verifyBox.dataset.state = "verified";
     verifyProgress.hidden = true;
@@ -86,6 +95,8 @@
         verifyBox.hidden = true;
         verifyBox.dataset.state = "";
         if (fastBox) { fastBox.hidden = true; delete fastBox.dataset.filled; }
+        if (nextSteps) nextSteps.hidden = true;
+        if (quality) quality.hide();
         fig("engine").textContent = frame.engine + " · " + frame.model + " · " + frame.precision;
         setStatus("Translating…");
         break;
@@ -99,7 +110,14 @@
         fig("tokens").textContent = frame.tokens_out + (frame.tokens_per_s ? " (" + frame.tokens_per_s.toFixed(1) + " tokens/s)" : "");
         fig("confidence").textContent = frame.confidence == null ? "–" : frame.confidence.toFixed(2);
         figures.hidden = false;
-        setStatus(frame.verification === "pending" ? "Done; verifying." : "Done.");
+        if (nextSteps && root.dataset.handoutUrl) {
+          handoutLink.href = root.dataset.handoutUrl.replace("00000000-0000-0000-0000-000000000000", frame.id);
+          nextSteps.hidden = false;
+        }
+        if (quality) quality.render(frame, readingLevel, false);
+        setStatus((frame.verification === "pending"
+          ? "Done. The explanation is complete; it is being verified in full precision."
+          : "Done. The explanation is complete.") + (quality ? quality.summary(frame) : ""));
         break;
       case "verifying":
         // States only move forward: a late "verifying" never hides a result.
@@ -114,10 +132,11 @@
         verifyBox.dataset.state = "failed";
         verifyProgress.hidden = true;
         verifyText.textContent = frame.message;
+        setStatus("Verification failed: the fast text is shown. Check it carefully.");
         break;
       case "cancelled":
         setRunning(false);
-        setStatus("Cancelled.");
+        setStatus("Cancelled. The text so far is shown.");
         break;
       case "error":
         setRunning(false);
@@ -133,6 +152,8 @@
       figures.hidden = true;
       setRunning(true);
       setStatus("Connecting…");
+      output.lang = $("language").value;
+      readingLevel = $("reading-level").value;
       send({ type: "translate", text: input.value,
              reading_level: Number($("reading-level").value), language: $("language").value });
     });

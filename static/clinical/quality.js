@@ -1,0 +1,99 @@
+// Shows an output's reading level, safety check and glossary (the
+// "readability", "safety" and "glossary" of the done and verified frames,
+// see clinical/quality.py) in the panels of templates/clinical/_result.html.
+// Says the same as clinical/quality_display.py does on the server.
+// Text from the server is only ever written with textContent.
+(function () {
+  "use strict";
+  const $ = (id) => document.getElementById(id);
+  const KIND_LABELS = {
+    dose: "Dose", measurement: "Measurement", number: "Number", drug: "Drug",
+    laterality: "Side (left/right)", negation: "Negation",
+  };
+  const SAFETY_PASSED = "Nothing missing: every number with its unit, dose, drug name, side (left/right) " +
+    "and negation of the diagnosis is in the explanation.";
+  const SAFETY_UNCHECKED = "Not checked (the explanation did not complete).";
+  const NOT_MEASURED = "Not measured for this language.";
+
+  const grade = (value) => value == null ? "not measured (no words)" : "grade " + value.toFixed(1);
+
+  function readabilityText(readability, readingLevel) {
+    const score = readability.score;
+    let output = NOT_MEASURED;
+    if (readability.measure === "fkgl") {
+      output = grade(score) + " (FKGL; asked for grade " + readingLevel + ")";
+    } else if (readability.measure === "szigriszt_pazos") {
+      output = score == null ? "not measured (no words)"
+        : score.toFixed(1) + " of 100 (Szigriszt-Pazos; higher is easier)";
+    }
+    return { input: grade(readability.input_fkgl) + " (FKGL)", output: output, note: readability.note || "" };
+  }
+
+  function renderSafety(safety, verified) {
+    const box = $("safety");
+    if (!box) return;
+    const missing = safety.missing || [];
+    const list = $("safety-missing");
+    list.replaceChildren();
+    let state = "unchecked", summary = SAFETY_UNCHECKED;
+    if (safety.passed === true) { state = "passed"; summary = SAFETY_PASSED; }
+    if (safety.passed === false) {
+      state = "failed";
+      summary = "Missing from the explanation (" + missing.length + "): check before giving it to the patient.";
+      missing.forEach((item) => {
+        const li = document.createElement("li");
+        const kind = document.createElement("span");
+        kind.className = "kind";
+        kind.textContent = (KIND_LABELS[item.kind] || item.kind) + ":";
+        li.append(kind, " " + item.text);
+        list.append(li);
+      });
+    }
+    list.hidden = !list.children.length;
+    $("safety-h").textContent = "Safety check" + (verified ? " (verified text)" : "");
+    $("safety-summary").textContent = summary;
+    box.dataset.state = state;
+    box.hidden = false;
+  }
+
+  function renderGlossary(glossary) {
+    const section = $("glossary");
+    if (!section || glossary == null) return;  // null: keep what is shown
+    const list = $("glossary-list");
+    list.replaceChildren();
+    glossary.forEach((entry) => {
+      const row = document.createElement("div");
+      const term = document.createElement("dt");
+      const definition = document.createElement("dd");
+      term.textContent = entry.term;
+      definition.textContent = entry.definition;
+      row.append(term, definition);
+      list.append(row);
+    });
+    section.hidden = !glossary.length;
+  }
+
+  window.clinicalQuality = {
+    // frame: a done or verified frame; readingLevel: the grade asked for.
+    render(frame, readingLevel, verified) {
+      if (frame.readability) {
+        const text = readabilityText(frame.readability, readingLevel);
+        $("q-input").textContent = text.input;
+        $("q-output").textContent = text.output;
+        $("q-note").textContent = text.note;
+        $("readability").hidden = false;
+      }
+      if (frame.safety) renderSafety(frame.safety, verified);
+      renderGlossary(verified ? null : (frame.glossary || []));
+    },
+    hide() {
+      ["safety", "readability", "glossary"].forEach((id) => { if ($(id)) $(id).hidden = true; });
+    },
+    // A short sentence for the status message after "Done.".
+    summary(frame) {
+      if (!frame.safety || frame.safety.passed == null) return "";
+      return frame.safety.passed ? " Safety check: nothing missing."
+        : " Safety check: " + (frame.safety.missing || []).length + " missing; see the list next to the text.";
+    },
+  };
+})();
