@@ -61,5 +61,13 @@ if ! command -v chromium >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
 
+# Debian's nginx for the replica tests and benchmark (tests/test_replicas.py, bench/replicas.py).
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+  echo "==> installing Debian's nginx"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nginx >/dev/null
+fi
+
 echo "==> preparing models (assemble, verify SHA-256, convert for vLLM)"
 "$VENV/bin/python" -m inference.models prepare
