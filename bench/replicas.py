@@ -178,10 +178,13 @@ def measure(env: dict[str, str], replicas: int, texts: list[str], scratch: Path)
         # Warm-up, not timed: one request on each replica's own port.
         for port in stack.ports:
             asyncio.run(client_run(f"http://127.0.0.1:{port}", session, texts[:1]))
+        load_before = os.getloadavg()[0]
         levels = [asyncio.run(level_run(stack.base, session, texts, clients)) for clients in LEVELS]
+        load_after = os.getloadavg()[0]
     finally:
         stack.stop()
-    return {"replicas": replicas, "levels": levels}
+    return {"replicas": replicas, "levels": levels,
+            "load_average_1min": [round(load_before, 2), round(load_after, 2)]}
 
 
 def write_report(out: Path, meta: dict, runs: list[dict]) -> dict:
@@ -219,8 +222,15 @@ def write_report(out: Path, meta: dict, runs: list[dict]) -> dict:
                      f"{a['ttft_p50_ms']} | {b['translations_per_s']:.3f} | {b['output_tokens_per_s']:.1f} | "
                      f"{b['ttft_p50_ms']} | **{r['translations_per_s']}×** | **{r['output_tokens_per_s']}×** |")
     errors = sorted({e for run in runs for level in run["levels"] for e in level["errors"]})
-    lines += ["", f"Requests that did not complete: {errors or 'none'}.", "", "## Reading it", "",
-              meta["note"], ""]
+    loads = "; ".join(f"{run['replicas']} replica(s): {run['load_average_1min'][0]} before, "
+                      f"{run['load_average_1min'][1]} after" for run in runs)
+    lines += ["", f"Requests that did not complete: {errors or 'none'}. "
+              f"1-minute load average of the machine around each sweep: {loads} "
+              f"({meta['machine'].split(',')[0]}; anything above that count means other work "
+              "was competing for the CPU).", "", "## Reading it", "", meta["note"], "",
+              "With 1 client only one replica serves (the socket stays on the replica it reached), "
+              "so the 1-client ratio would be 1.0 on a quiet machine; how far it is from 1.0 shows "
+              "the run-to-run noise of this measurement.", ""]
     out.with_suffix(".md").write_text("\n".join(lines))
     return {"ratios": ratios}
 
