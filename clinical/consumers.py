@@ -26,11 +26,14 @@ Server → client frames:
     ``bad_frame``, ``empty``, ``too_long``, ``invalid``, ``invalid_option``, ``in_progress``,
     ``engine_error``, ``not_found``, ``frame_too_large``, ``busy`` (the engine's queue is full),
     ``rate_limited`` (``TRANSLATE_RATE_PER_USER`` or ``SOCKET_FRAME_RATE`` exceeded),
-    ``unavailable`` (database or Redis unreachable; nothing was stored); the
-    last four and ``engine_error`` carry ``retry_after_s`` when a retry can help.
+    ``unavailable`` (database or Redis unreachable; nothing was stored),
+    ``draining`` and ``server_restart`` (this replica is shutting down); the
+    last six and ``engine_error`` carry ``retry_after_s`` when a retry can help.
 Anonymous sockets are closed with code 4401, and so is a socket whose
 session expires, is logged out or whose user is deactivated (checked on
-every frame and every ``SESSION_CHECK_INTERVAL_S``).
+every frame and every ``SESSION_CHECK_INTERVAL_S``). A replica that shuts
+down closes its sockets with 1012 (Service Restart) once their streams have
+ended (:mod:`clinical.drain`).
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from django.core.exceptions import ValidationError
 from django.db import DatabaseError
 from redis.exceptions import RedisError
 
-from clinical import glossary_services, quality, ratelimit, rerun, selectors, services
+from clinical import drain, glossary_services, quality, ratelimit, rerun, selectors, services
 from clinical.engine import engine_get
 from clinical.models import Translation
 
@@ -68,11 +71,13 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         await self.accept()
+        drain.socket_register(self)
         self.session_watch = asyncio.create_task(self.watch_session())
         # Start loading the model while the clinician is still typing.
         asyncio.ensure_future(engine_get()).add_done_callback(_ignore_result)
 
     async def disconnect(self, code: int) -> None:
+        drain.socket_unregister(self)
         if getattr(self, "session_watch", None) is not None:
             self.session_watch.cancel()
         if getattr(self, "task", None) is not None and not self.task.done():

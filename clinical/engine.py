@@ -34,6 +34,14 @@ def engine_config_from_settings() -> EngineConfig:
         quantization=settings.INFERENCE_QUANTIZATION,
         dtype=settings.INFERENCE_DTYPE,
         max_queue=settings.ENGINE_MAX_QUEUE or None,
+        device=settings.INFERENCE_DEVICE,
+        tensor_parallel_size=settings.INFERENCE_TENSOR_PARALLEL_SIZE,
+        gpu_memory_utilization=settings.INFERENCE_GPU_MEMORY_UTILIZATION,
+        max_model_len=settings.INFERENCE_MAX_MODEL_LEN,
+        prefix_caching=settings.INFERENCE_PREFIX_CACHING,
+        enforce_eager=settings.INFERENCE_ENFORCE_EAGER,
+        speculative_model=settings.INFERENCE_SPECULATIVE_MODEL,
+        num_speculative_tokens=settings.INFERENCE_NUM_SPECULATIVE_TOKENS,
     )
 
 

@@ -23,7 +23,7 @@ from django.utils import timezone
 from limits.errors import StorageError
 from redis.exceptions import RedisError
 
-from clinical import audit, glossary, quality, ratelimit, rerun
+from clinical import audit, drain, glossary, metrics, quality, ratelimit, replica, rerun
 from clinical.log import request_id_var
 from clinical.models import Translation
 from inference.base import Delta, Engine, EngineBusy, EngineInfo, GenerationParams
@@ -133,7 +133,8 @@ class TranslationRefused(Exception):
     Attributes:
         code: ``engine_error`` (the model could not load), ``busy`` (the
             engine's queue is full), ``rate_limited`` (the clinician's
-            ``TRANSLATE_RATE_PER_USER`` is used up), ``unavailable`` (the
+            ``TRANSLATE_RATE_PER_USER`` is used up), ``draining`` (this
+            replica is shutting down; retry reaches another), ``unavailable`` (the
             database or Redis cannot be reached; nothing was stored) or a
             validation code (``empty``, ``too_long``, ``invalid``,
             ``invalid_option``).
@@ -177,6 +178,7 @@ async def translation_accept(*, user, api_client, source: str, text: object,
                                          reading_level=reading_level, language=language)
     except (DatabaseError, RedisError, StorageError) as exc:
         logger.error("request refused, backing service unreachable: %s", type(exc).__name__)
+        metrics.request_observe(outcome="unavailable", source=source)
         raise unavailable_refusal() from None
 
 
@@ -184,6 +186,11 @@ async def _translation_accept(*, user, api_client, source, text, reading_level, 
     from clinical.engine import engine_get
 
     refuse = database_sync_to_async(audit.audit_refusal)
+    if drain.is_draining():  # this replica is shutting down (clinical.drain)
+        await refuse(user=user, api_client=api_client, source=source, text=text,
+                     outcome="rejected", error_class="Draining")
+        raise TranslationRefused("draining", "This server is restarting. Please retry: you will be "
+                                 "connected to another server.", retry_after_s=drain.DRAIN_RETRY_AFTER_S)
     if api_client is None and user is not None:
         retry_after_s = await sync_to_async(ratelimit.translate_retry_after_s, thread_sensitive=False)(
             user_id=user.pk)
@@ -348,6 +355,22 @@ _finish_async = database_sync_to_async(translation_finish)
 
 
 async def translation_generate(
+    *,
+    translation: Translation,
+    engine: Engine,
+    on_token: Callable[[str], Awaitable[None]] | None = None,
+    received_ns: int,
+    max_tokens: int | None = None,
+) -> Translation:
+    """Stream a pending translation through ``engine`` and finalise its row,
+    holding this replica's lease on it meanwhile (:mod:`clinical.replica`).
+    See :func:`_translation_generate`."""
+    async with replica.translation_lease(translation):
+        return await _translation_generate(translation=translation, engine=engine, on_token=on_token,
+                                           received_ns=received_ns, max_tokens=max_tokens)
+
+
+async def _translation_generate(
     *,
     translation: Translation,
     engine: Engine,

@@ -274,6 +274,37 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "global_keyprefix": os.environ.get("CELERY_KEY_PREFIX", ""),
 }
 
+# --- Replicas, health, metrics and GPU settings (issue 7; README "Deployment") --
+# This process's name in leases and logs (default <host>-<pid>).
+REPLICA_ID = os.environ.get("REPLICA_ID") or f"{__import__('socket').gethostname()}-{os.getpid()}"
+# SIGTERM: streams in flight get this long to finish before they are
+# cancelled (recorded) and their sockets closed with 1012 (clinical.drain).
+DRAIN_TIMEOUT_S = float(os.environ.get("DRAIN_TIMEOUT_S", "25"))
+# Redis lease per streaming translation (clinical.replica): time to live and
+# renewal period, seconds; the orphan sweep's period (0 = off) and the age a
+# pending translation must reach before the sweep may finalise it.
+LEASE_TTL_S = int(os.environ.get("LEASE_TTL_S", "15"))
+LEASE_REFRESH_S = float(os.environ.get("LEASE_REFRESH_S", "5"))
+ORPHAN_SWEEP_INTERVAL_S = float(os.environ.get("ORPHAN_SWEEP_INTERVAL_S", "30"))
+SWEEP_GRACE_S = float(os.environ.get("SWEEP_GRACE_S", str(LEASE_TTL_S)))
+# GET /metrics: bearer token; unset = loopback clients only (clinical.metrics).
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+# Probes and scrapes reach a replica directly over HTTP, never redirected.
+SECURE_REDIRECT_EXEMPT = [r"^livez$", r"^readyz$", r"^metrics$"]
+# GPU settings passed to vLLM (inference/vllm_engine.py); INFERENCE_DEVICE
+# auto = CUDA when torch sees one. INFERENCE_QUANTIZATION (above): default =
+# fp8 on GPU, none on CPU. Empty INFERENCE_ENFORCE_EAGER = false on GPU (CUDA
+# graphs), true on CPU. INFERENCE_MAX_MODEL_LEN defaults to INFERENCE_N_CTX.
+INFERENCE_DEVICE = os.environ.get("INFERENCE_DEVICE", "auto")
+INFERENCE_TENSOR_PARALLEL_SIZE = int(os.environ.get("INFERENCE_TENSOR_PARALLEL_SIZE", "1"))
+INFERENCE_GPU_MEMORY_UTILIZATION = float(os.environ.get("INFERENCE_GPU_MEMORY_UTILIZATION", "0.9"))
+INFERENCE_MAX_MODEL_LEN = int(os.environ.get("INFERENCE_MAX_MODEL_LEN", "0")) or INFERENCE_N_CTX
+INFERENCE_PREFIX_CACHING = env_bool("INFERENCE_PREFIX_CACHING", True)
+INFERENCE_ENFORCE_EAGER = (None if not os.environ.get("INFERENCE_ENFORCE_EAGER", "").strip()
+                           else env_bool("INFERENCE_ENFORCE_EAGER", False))
+INFERENCE_SPECULATIVE_MODEL = os.environ.get("INFERENCE_SPECULATIVE_MODEL", "")
+INFERENCE_NUM_SPECULATIVE_TOKENS = int(os.environ.get("INFERENCE_NUM_SPECULATIVE_TOKENS", "5"))
+
 # --- REST API for EHR systems (clinical/api) ----------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["clinical.api.auth.APIClientAuthentication"],

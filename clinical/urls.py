@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from clinical import admin_views, views
+from clinical import admin_views, health, metrics, views
 
 urlpatterns = [
     path("", views.translate_page, name="translate"),
@@ -9,7 +9,9 @@ urlpatterns = [
     path("translations/<uuid:request_id>/", views.translation_detail, name="translation-detail"),
     path("translations/<uuid:request_id>/handout/", views.translation_handout, name="translation-handout"),
     path("api/", include("clinical.api.urls")),
-    path("readyz", views.readiness, name="readiness"),
+    path("readyz", health.readyz, name="readiness"),
+    path("livez", health.livez, name="liveness"),
+    path("metrics", metrics.metrics_view, name="metrics"),
     path("accounts/extend/", views.session_extend, name="session-extend"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/dashboard/", admin.site.admin_view(admin_views.dashboard), name="admin-dashboard"),

@@ -15,7 +15,6 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from clinical import handouts, rerun
 from clinical.quality_display import translation_quality_display
-from clinical.engine import engine_get
 from clinical.models import Translation
 from clinical.selectors import (handout_for_user, translation_get_for_user, translation_list_for_user,
                                 translation_search_for_user)
@@ -111,14 +110,3 @@ def idle_timeout(request: HttpRequest) -> dict:
     """Template context processor: the idle timeout for the page's warning."""
     return {"idle_timeout_s": settings.SESSION_IDLE_TIMEOUT_S}
 
-
-async def readiness(request: HttpRequest) -> JsonResponse:
-    """``GET /readyz``: 200 once the engine is loaded (loads it if needed),
-    503 if it cannot load. Carries no patient data, so needs no login."""
-    try:
-        engine = await engine_get()
-    except Exception as exc:  # noqa: BLE001 - reported as not ready
-        return JsonResponse({"status": "unavailable", "error": type(exc).__name__}, status=503)
-    info = engine.info
-    return JsonResponse({"status": "ready", "engine": info.engine, "model": info.model,
-                         "precision": info.precision, "device": info.device})

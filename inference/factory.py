@@ -30,6 +30,18 @@ class EngineConfig:
         dtype: vLLM dtype, empty = fp32 on CPU, auto on GPU.
         max_queue: most requests queued or running before new ones are
             refused as busy; ``None`` = unbounded.
+        device: ``auto`` (CUDA when torch sees a device, else CPU),
+            ``cuda`` or ``cpu``; see :func:`resolve_device`.
+        tensor_parallel_size: GPUs one vLLM engine spans.
+        gpu_memory_utilization: fraction (0, 1] of each GPU's memory vLLM
+            may take for weights, activations and KV cache.
+        max_model_len: vLLM context length in tokens; 0 = ``n_ctx``.
+        prefix_caching: vLLM automatic prefix caching (the shared system
+            prompt's KV cache is reused).
+        enforce_eager: ``None`` = eager on CPU, CUDA graphs on GPU.
+        speculative_model: vLLM speculative decoding: a draft model's HF
+            folder or name, or ``"ngram"`` (prompt lookup); empty = off.
+        num_speculative_tokens: tokens the draft proposes per step.
     """
 
     engine: str = "auto"
@@ -40,10 +52,51 @@ class EngineConfig:
     quantization: str = "default"
     dtype: str = ""
     max_queue: int | None = None
+    device: str = "auto"
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int = 0
+    prefix_caching: bool = True
+    enforce_eager: bool | None = None
+    speculative_model: str = ""
+    num_speculative_tokens: int = 5
 
 
-def resolve_engine_name(name: str) -> str:
-    """Map ``auto`` to ``vllm`` or ``llamacpp``; validate the others.
+DEVICE_CHOICES = ("auto", "cuda", "cpu")
+
+
+def resolve_device(name: str) -> str:
+    """Map ``INFERENCE_DEVICE`` to the device this process will use.
+
+    Raises:
+        ValueError: unknown name, or ``cuda`` asked for where torch sees no
+            CUDA device.
+    """
+    if name not in DEVICE_CHOICES:
+        raise ValueError(f"INFERENCE_DEVICE must be one of {DEVICE_CHOICES}, not {name!r}")
+    if name == "auto":
+        return "cuda" if cuda_available() else "cpu"
+    if name == "cuda" and not cuda_available():
+        raise ValueError("INFERENCE_DEVICE=cuda, but torch sees no CUDA device (driver, "
+                         "CUDA_VISIBLE_DEVICES or a CPU-only torch build?)")
+    return name
+
+
+def _describe_device(device: str) -> str:
+    if device != "cuda":
+        return "cpu"
+    try:
+        import torch
+
+        count = torch.cuda.device_count()
+        return f"cuda ({count} x {torch.cuda.get_device_name(0)})"
+    except Exception:  # noqa: BLE001 - description only
+        return "cuda"
+
+
+def resolve_engine_name(name: str, device: str | None = None) -> str:
+    """Map ``auto`` to ``vllm`` (on CUDA) or ``llamacpp`` (on CPU); validate
+    the others. ``device`` is a resolved device; ``None`` = look for CUDA.
 
     Raises:
         ValueError: unknown engine name.
@@ -51,7 +104,8 @@ def resolve_engine_name(name: str) -> str:
     if name not in ENGINE_CHOICES:
         raise ValueError(f"INFERENCE_ENGINE must be one of {ENGINE_CHOICES}, not {name!r}")
     if name == "auto":
-        return "vllm" if cuda_available() else "llamacpp"
+        on_gpu = cuda_available() if device is None else device == "cuda"
+        return "vllm" if on_gpu else "llamacpp"
     return name
 
 
@@ -64,8 +118,15 @@ def create_engine(config: EngineConfig) -> Engine:
     """
     from inference import models
 
-    name = resolve_engine_name(config.engine)
-    logger.info("inference engine selected: %s (configured %s)", name, config.engine)
+    if config.engine in ("fake", "llamacpp") and config.device == "auto":
+        device = "cpu"  # these run on the CPU: no need to import torch to look for CUDA
+    else:
+        device = resolve_device(config.device)
+    name = resolve_engine_name(config.engine, device)
+    logger.info("inference engine selected: %s on %s (configured engine=%s device=%s)",
+                name, _describe_device(device) if name == "vllm" else "cpu", config.engine, config.device)
+    if name == "llamacpp" and device == "cuda":
+        logger.warning("llama.cpp is built for the CPU here; it will not use the GPU")
     if name == "fake":
         import os
 
@@ -89,8 +150,14 @@ def create_engine(config: EngineConfig) -> Engine:
 
     model = config.model or str(models.default_hf_path())
     quantization = None if config.quantization == "none" else (config.quantization or "default")
-    return VllmEngine(model, quantization=quantization,
-                      dtype=config.dtype or None, max_model_len=config.n_ctx,
+    return VllmEngine(model, device=device, quantization=quantization,
+                      dtype=config.dtype or None, max_model_len=config.max_model_len or config.n_ctx,
+                      enable_prefix_caching=config.prefix_caching,
+                      gpu_memory_utilization=config.gpu_memory_utilization,
+                      tensor_parallel_size=config.tensor_parallel_size,
+                      enforce_eager=config.enforce_eager,
+                      speculative_model=config.speculative_model or None,
+                      num_speculative_tokens=config.num_speculative_tokens,
                       max_queue=config.max_queue)
 
 

@@ -55,6 +55,10 @@ class VllmEngine(Engine):
             graphs).
         cpu_kvcache_gib: KV-cache size on CPU in GiB
             (``VLLM_CPU_KVCACHE_SPACE``); ignored on CUDA.
+        speculative_model: speculative decoding: a draft model's HF folder
+            or name, or ``"ngram"`` (prompt lookup decoding); ``None`` = off.
+            Passed as vLLM's ``speculative_config``.
+        num_speculative_tokens: tokens proposed per step by the draft.
         max_queue: most requests held at once (see :meth:`Engine.admit`).
         parallelism: requests batched together, for the wait estimate.
     """
@@ -72,6 +76,8 @@ class VllmEngine(Engine):
         tensor_parallel_size: int = 1,
         enforce_eager: bool | None = None,
         cpu_kvcache_gib: int = 1,
+        speculative_model: str | None = None,
+        num_speculative_tokens: int = 5,
         max_queue: int | None = None,
         parallelism: int = 8,
     ) -> None:
@@ -93,6 +99,11 @@ class VllmEngine(Engine):
             tensor_parallel_size=tensor_parallel_size,
             disable_log_stats=True,
         )
+        if speculative_model:
+            self.engine_kwargs["speculative_config"] = (
+                {"method": "ngram", "num_speculative_tokens": num_speculative_tokens, "prompt_lookup_max": 4}
+                if speculative_model == "ngram"
+                else {"model": speculative_model, "num_speculative_tokens": num_speculative_tokens})
         if on_gpu:
             self.engine_kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         else:
@@ -108,6 +119,8 @@ class VllmEngine(Engine):
         )
         self._llm = None
         self._tokenizer = None
+        logger.info("vLLM on %s: %s", self.device,
+                    " ".join(f"{k}={v}" for k, v in self.engine_kwargs.items() if k != "model"))
 
     async def _load(self) -> None:
         from vllm.engine.arg_utils import AsyncEngineArgs

@@ -33,4 +33,6 @@ echo "  Re-run worker started (log: var/celery-rerun.log)"
     curl -sf "http://$HOST:$PORT/readyz" >/dev/null 2>&1 && { echo "  engine ready"; break; }
     sleep 1
   done ) &
-.venv/bin/daphne -b "$HOST" -p "$PORT" clinical.asgi:application
+# One replica (Daphne with a graceful drain on Ctrl-C/SIGTERM; deploy/README.md
+# runs several behind nginx).
+.venv/bin/python -m clinical.serve --host "$HOST" --port "$PORT"

