@@ -40,7 +40,15 @@ COMPONENTS = (
 )
 
 
+#: Innermost frames of threads that wait for work (py-spy does not always
+#: see them as idle): counted apart, as "waiting".
+WAITING = ("_worker (concurrent/futures/thread.py", "select (selectors.py", "Condition.wait (threading.py",
+           "Event.wait (threading.py", "_wait_for_tstate_lock (threading.py", "get (queue.py")
+
+
 def _component(frames: list[str]) -> str:
+    if frames and any(marker in frames[-1] for marker in WAITING):
+        return "waiting (idle worker threads, event loop select)"
     for frame in reversed(frames):
         for name, markers in COMPONENTS:
             if any(marker in frame for marker in markers):
@@ -53,7 +61,8 @@ def summarize_collapsed(text: str, top: int = 12) -> dict:
 
     Returns:
         ``{"samples", "components": {name: percent}, "top_self":
-        [{"function", "percent"}]}``, percentages of all non-idle samples.
+        [{"function", "percent"}]}``, percentages of all non-idle samples
+        (``top_self`` leaves out the waiting threads).
     """
     components: Counter[str] = Counter()
     leaves: Counter[str] = Counter()
@@ -65,8 +74,9 @@ def summarize_collapsed(text: str, top: int = 12) -> dict:
         n = int(count)
         frames = [f for f in stack.split(";") if not f.startswith(("process ", "thread "))]
         total += n
-        components[_component(frames)] += n
-        if frames:
+        component = _component(frames)
+        components[component] += n
+        if frames and not component.startswith("waiting"):
             leaves[frames[-1].replace(str(Path(sys.prefix)), "").strip()] += n
 
     def pct(n: int) -> float:

@@ -58,12 +58,14 @@ def test_profile_summary_attributes_samples_to_components():
     collapsed = "\n".join([
         "process 1:\"daphne\";thread (0x1);run (asyncio/events.py:80);_decode (inference/llamacpp_engine.py:200) 60",
         "thread (0x2);receive (clinical/consumers.py:90);execute (django/db/backends/utils.py:100) 30",
-        "thread (0x2);receive (clinical/consumers.py:90) 10",
+        "thread (0x2);receive (clinical/consumers.py:90) 5",
+        "thread (0x3);_bootstrap (threading.py:1002);_worker (concurrent/futures/thread.py:81) 5",
     ])
     summary = summarize_collapsed(collapsed)
     assert summary["samples"] == 100
     assert summary["components"] == {"llama.cpp (model)": 60.0, "database (Django ORM, driver)": 30.0,
-                                     "product code (clinical/)": 10.0}
+                                     "product code (clinical/)": 5.0,
+                                     "waiting (idle worker threads, event loop select)": 5.0}
     assert summary["top_self"][0] == {"function": "_decode (inference/llamacpp_engine.py:200)", "percent": 60.0}
 
 
