@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 import uuid
+import dataclasses
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -62,6 +63,7 @@ class Plan:
         prefix_requests: requests per side of the vLLM prefix-caching test
             (0 = skipped).
         profile_requests: requests run under py-spy per stack (0 = none).
+        threads: CPU threads of llama.cpp and torch (0 = all cores).
         quick: smoke run: start every driver at once (overlapping start-up
             costs), then measure them one after another.
     """
@@ -78,6 +80,7 @@ class Plan:
     poisson_load: float = 1.5
     prefix_requests: int = 8
     profile_requests: int = 6
+    threads: int = 1
     quick: bool = False
 
     def requests_at(self, concurrency: int) -> int:
@@ -202,8 +205,10 @@ class Context:
 
 def make_drivers(ctx: Context, engine: str) -> list[Driver]:
     logs = ctx.out / "logs"
-    return [BareDriver(engine), StackDriver(engine, env=ctx.stack_env, sessions=ctx.sessions, log_dir=logs),
-            ServerDriver(engine, log_dir=logs)]
+    threads = ctx.plan.threads
+    return [BareDriver(engine, threads=threads),
+            StackDriver(engine, env=ctx.stack_env, sessions=ctx.sessions, log_dir=logs, threads=threads),
+            ServerDriver(engine, log_dir=logs, threads=threads)]
 
 
 async def start(driver: Driver, workloads: dict[str, Workload]) -> Driver:
@@ -235,9 +240,14 @@ async def run_all(ctx: Context) -> None:
     else of the benchmark runs while a driver is measured. Quick run: start
     every driver at once (the engines' start-up, mostly imports, overlaps),
     then measure them one after another."""
+    # transformers' lazy imports are not thread safe: import what the
+    # drivers use before any of them starts in a thread.
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: F401
+
     workloads = ctx.plan.workloads()
     rates: dict[str, float] = {}
-    drivers = [d for engine in ctx.engines for d in make_drivers(ctx, engine)] + [NaiveDriver()]
+    drivers = [d for engine in ctx.engines for d in make_drivers(ctx, engine)] + [
+        NaiveDriver(threads=ctx.plan.threads)]
     if ctx.plan.quick:
         # Subprocess drivers first: the in-process vLLM start blocks the loop a while.
         order = sorted(drivers, key=lambda d: d.kind == "bare")
@@ -286,6 +296,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--engines", default=",".join(ENGINES), help="comma-separated, of llamacpp,vllm")
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL", ""),
                         help="database of the full stack (default $DATABASE_URL, else a scratch SQLite)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="CPU threads of llama.cpp and torch (default 1, as vLLM binds one core on this "
+                             "2-core machine; 0 = all cores, the product's default)")
     args = parser.parse_args(argv)
     args.engines = tuple(e for e in args.engines.split(",") if e)
     if not args.engines or set(args.engines) - set(ENGINES):
@@ -295,7 +308,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    plan = QUICK if args.quick else Plan()
+    plan = dataclasses.replace(QUICK if args.quick else Plan(), threads=args.threads)
     out: Path = args.out
     (out / "logs").mkdir(parents=True, exist_ok=True)
     scratch = None

@@ -79,13 +79,14 @@ class Driver(abc.ABC):
         kind: ``bare``, ``stack``, ``server`` or ``naive``.
         engine: ``llamacpp``, ``vllm`` or ``transformers``.
         settings: engine and process settings recorded in the report.
-        max_concurrency: most requests it can usefully run at once.
+        threads: CPU threads for llama.cpp and torch (0 = all cores, the
+            product's default); vLLM on CPU binds its own (one core here).
     """
 
     kind: str
     engine: str
     settings: dict
-    max_concurrency: int = 1 << 10
+    threads: int = 0
 
     async def start(self) -> None:
         """Load the model (not timed)."""
@@ -110,8 +111,9 @@ class BareDriver(Driver):
 
     kind = "bare"
 
-    def __init__(self, engine: str, *, enable_prefix_caching: bool = True) -> None:
+    def __init__(self, engine: str, *, enable_prefix_caching: bool = True, threads: int = 0) -> None:
         self.engine = engine
+        self.threads = threads
         self.enable_prefix_caching = enable_prefix_caching
         self._engine = None
         self.settings = {}
@@ -126,7 +128,8 @@ class BareDriver(Driver):
 
             self._engine = VllmEngine(model, max_model_len=N_CTX, enable_prefix_caching=False)
         else:
-            self._engine = create_engine(EngineConfig(engine=self.engine, model=model, n_ctx=N_CTX))
+            self._engine = create_engine(EngineConfig(engine=self.engine, model=model, n_ctx=N_CTX,
+                                                     threads=self.threads))
         await self._engine.start()
         info = self._engine.info
         self.settings = {"model": info.model, "precision": info.precision, "device": info.device,
@@ -178,8 +181,9 @@ class ServerDriver(Driver):
 
     kind = "server"
 
-    def __init__(self, engine: str, *, log_dir: Path) -> None:
+    def __init__(self, engine: str, *, log_dir: Path, threads: int = 0) -> None:
         self.engine = engine
+        self.threads = threads
         self.log_dir = log_dir
         self.server: ServerProcess | None = None
         self.client: httpx.AsyncClient | None = None
@@ -188,7 +192,7 @@ class ServerDriver(Driver):
 
     def command(self) -> tuple[list[str], dict[str, str]]:
         paths = model_paths()
-        threads = str(os.cpu_count() or 1)
+        threads = str(self.threads or os.cpu_count() or 1)
         if self.engine == "llamacpp":
             # interrupt_requests=False: by default a new request interrupts
             # the one streaming; queue them instead, as the product does.
@@ -274,7 +278,8 @@ class NaiveDriver(Driver):
     kind = "naive"
     engine = "transformers"
 
-    def __init__(self) -> None:
+    def __init__(self, *, threads: int = 0) -> None:
+        self.threads = threads
         self.model = self.tokenizer = None
         self._lock = threading.Lock()
         self.settings = {}
@@ -284,6 +289,8 @@ class NaiveDriver(Driver):
             import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
+            if self.threads:
+                torch.set_num_threads(self.threads)
             folder = model_paths()["hf"]
             self.tokenizer = AutoTokenizer.from_pretrained(folder)
             self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()

@@ -280,6 +280,10 @@ def method_section(report: dict) -> list[str]:
         f"* Workloads: short = laymaker-dev sentences, {plan['short_tokens']} output tokens; long = Cochrane "
         f"abstracts of 280-340 words, {plan['long_tokens']} output tokens; every driver sends the product's "
         "prompt (`inference.prompts.build_messages`), greedy decoding. Warm-up requests are not counted.",
+        f"* Threads: llama.cpp and torch use {plan['threads'] or 'all'} CPU thread(s) "
+        "(`--threads`); vLLM on CPU binds its worker to one core and reserves the other by itself "
+        "(see its log lines in the engine settings). On this shared machine two spinning llama.cpp threads "
+        "collapsed when other sessions loaded the CPU, one thread each degrades gracefully.",
         "* TTFT: send → first token at the client; TPOT: (E2E − TTFT) / (tokens − 1); ITL: gaps between "
         "token arrivals; E2E: send → end of response (the `done` frame for the stack); percentiles by "
         "linear interpolation; tokens/s: output tokens / wall time of the run.",

@@ -43,8 +43,10 @@ class StackDriver(Driver):
 
     kind = "stack"
 
-    def __init__(self, engine: str, *, env: dict[str, str], sessions: list[str], log_dir: Path) -> None:
+    def __init__(self, engine: str, *, env: dict[str, str], sessions: list[str], log_dir: Path,
+                 threads: int = 0) -> None:
         self.engine = engine
+        self.threads = threads
         self.env = env
         self.sessions = sessions
         self.log_dir = log_dir
@@ -61,6 +63,7 @@ class StackDriver(Driver):
             "INFERENCE_ENGINE": self.engine,
             "INFERENCE_MODEL": paths["gguf"] if self.engine == "llamacpp" else paths["hf"],
             "INFERENCE_N_CTX": str(N_CTX),
+            "INFERENCE_THREADS": str(self.threads),
             "MAX_OUTPUT_TOKENS": str(max_tokens),
             "INFERENCE_IGNORE_EOS": "1" if ignore_eos else "",
             # Out of the way: this measures the stack, not its refusals.
@@ -88,7 +91,8 @@ class StackDriver(Driver):
             raise RuntimeError(f"stack not ready: {response.text[:500]}")
         self._output = wanted
         self.settings = {**response.json(), "engine_log": engine_log_facts(server.logs()),
-                         **{k: env[k] for k in ("MAX_OUTPUT_TOKENS", "INFERENCE_IGNORE_EOS", "ENGINE_MAX_QUEUE")}}
+                         **{k: env[k] for k in ("MAX_OUTPUT_TOKENS", "INFERENCE_IGNORE_EOS", "ENGINE_MAX_QUEUE",
+                                                 "INFERENCE_THREADS")}}
 
     async def _socket(self):
         from websockets.asyncio.client import connect
