@@ -396,7 +396,8 @@ async def _translation_generate(
     request_id_var.set(request_id)
     meter = StreamMeter(received_ns=received_ns)
     parts: list[str] = []
-    params = GenerationParams(max_tokens=max_tokens or settings.MAX_OUTPUT_TOKENS)
+    params = GenerationParams(max_tokens=max_tokens or settings.MAX_OUTPUT_TOKENS,
+                              ignore_eos=settings.INFERENCE_IGNORE_EOS)
     try:
         async for delta in engine.generate(request_id, translation_messages(translation), params):
             meter.observe(delta)

@@ -234,6 +234,12 @@ MAX_OUTPUT_TOKENS = int(os.environ.get("MAX_OUTPUT_TOKENS", "256"))
 # Source design: "if confidence < 0.85, re-run in FP32".
 CONFIDENCE_THRESHOLD = float(os.environ.get("CONFIDENCE_THRESHOLD", "0.85"))
 
+# --- Latency benchmarks (bench/latency.py) -------------------------------------
+# Generate exactly MAX_OUTPUT_TOKENS tokens, never stopping at end of sequence,
+# so that the full stack and the bare engines produce outputs of the same
+# fixed length. For benchmarks only; off in every real deployment.
+INFERENCE_IGNORE_EOS = os.environ.get("INFERENCE_IGNORE_EOS", "") == "1"
+
 # --- Confidence gate: full-precision re-runs on Celery ------------------------
 # The worker's engine: vLLM in float32 without quantization over the same
 # model's weights as a Hugging Face folder (RERUN_MODEL; empty = the default

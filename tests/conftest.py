@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 import redis
 from django.conf import settings
 
+from bench.processes import DaphneServer as _DaphneServer
+from bench.processes import free_port
 from clinical.engine import engine_set
 from inference.fake_engine import FakeEngine
 
@@ -84,62 +83,16 @@ def in_worker_thread(function, *args):
         return pool.submit(_closing, function, *args).result()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+_free_port = free_port
 
 
-class DaphneServer:
-    """A real ``daphne`` process serving clinical.asgi on a free port."""
-
-    def __init__(self, env: dict[str, str], log_path: Path) -> None:
-        self.port = _free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        self.ws_url = f"ws://127.0.0.1:{self.port}"
-        self.log_path = log_path
-        self._log = open(log_path, "wb")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
-             "clinical.asgi:application"],
-            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
-        )
-
-    def wait_ready(self, timeout_s: float = 60) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"daphne exited:\n{self.log_path.read_text()[-3000:]}")
-            try:
-                if httpx.get(self.base_url + "/accounts/login/", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                time.sleep(0.2)
-        raise TimeoutError("daphne did not become ready")
+class DaphneServer(_DaphneServer):
+    """A real ``daphne`` process serving clinical.asgi on a free port
+    (:class:`bench.processes.DaphneServer`, logging in with the test
+    password by default)."""
 
     def login(self, username: str, password: str = PASSWORD) -> str:
-        """Log in through the real login form; returns the session cookie."""
-        with httpx.Client(base_url=self.base_url) as client:
-            client.get("/accounts/login/")
-            response = client.post("/accounts/login/", data={
-                "username": username, "password": password,
-                "csrfmiddlewaretoken": client.cookies["csrftoken"],
-            })
-            assert response.status_code == 302, response.text[:500]
-            return client.cookies["sessionid"]
-
-    def logs(self) -> str:
-        self._log.flush()
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self._log.close()
+        return super().login(username, password)
 
 
 def test_database_url() -> str:

