@@ -240,9 +240,15 @@ NOTE_CPU = (
     "so two replicas compete for the same cores: the second replica adds no compute, only a "
     "second engine (and its memory and scheduling overhead), and a ratio below 1 is the expected "
     "result here, not a defect of the load balancing. What scales is one replica per GPU (or per "
-    "node): with N GPUs each replica has its own accelerator and throughput grows with N until "
-    "PostgreSQL, Redis or nginx become the limit, none of which is near its limit at these rates. "
-    "The same harness, run on a multi-GPU node with `--engine vllm`, measures that.")
+    "node): each replica then has its own accelerator. The shared parts (nginx, PostgreSQL, "
+    "Redis, the web process) can be measured alone with `--engine fake`, an engine that does no "
+    "compute. The same harness, run on a multi-GPU node with `--engine vllm`, measures the real "
+    "scaling; this project has no such node.")
+NOTE_FAKE = (
+    "`--engine fake` streams the input back word by word without computing anything, so this "
+    "measures the web tier alone (nginx, Daphne/Django/Channels, PostgreSQL, Redis) on {cores} "
+    "CPU cores: each replica is one Python process, so two replicas can use two cores where one "
+    "uses about one.")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -286,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             "sentences": len(texts), "max_tokens": args.max_tokens,
             "database": "PostgreSQL" if database_url.startswith("postgres") else "SQLite",
             "command": "python -m bench.replicas " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "note": NOTE_CPU.format(cores=os.cpu_count())}
+            "note": (NOTE_FAKE if args.engine == "fake" else NOTE_CPU).format(cores=os.cpu_count())}
     summary = write_report(Path(args.out), meta, runs)
     print(f"wrote {args.out}.md and .json; 2/1 replica ratio by clients: "
           + ", ".join(f"{r['clients']}: {r['translations_per_s']}x transl., {r['output_tokens_per_s']}x tokens"
