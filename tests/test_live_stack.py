@@ -128,7 +128,8 @@ async def test_a_missing_model_gives_503_and_a_clear_error_frame(daphne_server, 
     session = server.login(clinician.username)
     frames = await translate_over_socket(server, session, laymaker_sentences()[5])
     assert frames == [{"type": "error", "code": "engine_error",
-                       "message": "The translation engine is unavailable. Please try again."}]
+                       "message": "The translation engine is unavailable. Please try again.",
+                       "retry_after_s": 30}]
     assert await in_thread(lambda: Translation.objects.count()) == 0
     event = await in_thread(lambda: AuditEvent.objects.get())
     assert (event.outcome, event.error_class, event.actor) == ("error", "EngineError", clinician.username)
