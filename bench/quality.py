@@ -31,6 +31,7 @@ import csv
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -72,6 +73,11 @@ async def run_system(inputs: list[tuple[str, str]], *, engine_name: str, model: 
             done[row["key"]] = row
     todo = [(k, t) for k, t in inputs if k not in done]
     facts: dict = {"engine": engine_name, "cached_rows": len(inputs) - len(todo)}
+    if engine_name == "llamacpp":  # what create_engine will load (also when every row is cached)
+        from inference import models
+
+        facts.update(model=model or str(models.default_gguf_path()),
+                     precision="q4_k_m" if not model else "")
     if todo:
         engine = create_engine(EngineConfig(engine=engine_name, model=model, threads=threads))
         started = time.perf_counter()
@@ -175,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     references = [r["REFERENCE"] for r in rows]
     changed = [not _same(r["ORIGINAL"], r["REFERENCE"]) for r in rows]
     ours = [by_key[f"laymaker-{r['ID']}"] for r in rows]
-    system_name = f"this system ({facts.get('model', args.engine)})"
+    system_name = f"this system ({Path(facts.get('model') or args.engine).name})"
     laymaker = [score(system_name, sources, [g["output"] for g in ours], references,
                       confidences=[g["confidence"] for g in ours], changed=changed)]
     laymaker += [score(column, sources, [r[column] for r in rows], references, changed=changed) for column in columns]
@@ -191,11 +197,14 @@ def main(argv: list[str] | None = None) -> int:
                     score("plain-language summary (reference)", c_sources, c_targets, c_targets),
                     score("identity (input copied)", c_sources, c_sources, c_targets)]
     ms = [g["ms"] for g in generated if "ms" in g]
+    cochrane_ms = [by_key[f"cochrane-{i + 1}"].get("ms", 0) for i in range(len(pairs))]
     report = {
-        "command": "python -m bench quality " + " ".join(argv or []),
+        "command": "python -m bench quality " + " ".join(sys.argv[1:] if argv is None else argv),
         "threshold": THRESHOLD, "laymaker_n": len(rows), "laymaker_changed_n": sum(changed),
-        "laymaker_system_columns": columns, "cochrane_n": len(pairs), "engine": facts,
+        "laymaker_system_columns": columns, "cochrane_n": len(pairs), "cochrane_total": len(cochrane_pairs()),
+        "cochrane_ms_median": round(statistics.median(cochrane_ms), 1) if cochrane_ms else None, "engine": facts,
         "generation_ms_median": round(statistics.median(ms), 1) if ms else None,
+        "generation_s_sum": round(sum(ms) / 1000, 1),
         "laymaker": laymaker, "cochrane": cochrane,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -225,8 +234,9 @@ def render(report: dict) -> str:
     ours = report["laymaker"][0]
     lines = [
         "# Quality benchmark", "",
-        f"Command: `{report['command'].strip()}`. Engine: {report['engine'].get('engine')} "
-        f"{report['engine'].get('model', '')} {report['engine'].get('precision', '')}, greedy, prompt of "
+        f"Command: `{report['command'].strip()}`. Engine: {report['engine'].get('engine')}, "
+        f"`{Path(report['engine'].get('model') or '-').name}` {report['engine'].get('precision', '')}, "
+        "greedy, prompt of "
         "`inference/prompts.py` (grade 6, English). SARI (Xu et al. 2016, `bench/sari.py`) ×100 against "
         "the clinicians' reference, lower-cased regex tokens; FKGL mean per output (textstat); safety: "
         "`clinical/safety.py`; re-run: confidence < "
@@ -239,13 +249,19 @@ def render(report: dict) -> str:
         f"Input FKGL (mean): {ours['input_fkgl']}. Missing safety items, this system: {ours['missing_by_kind']}.",
     ]
     if report["cochrane"]:
-        lines += ["", f"## Cochrane val (first {report['cochrane_n']} abstracts)", "",
+        lines += ["", f"## Cochrane val (first {report['cochrane_n']} of {report['cochrane_total']} abstracts)", "",
+                  f"A subset: each abstract took a median {report['cochrane_ms_median'] / 1000:.0f} s here "
+                  "(about 450 input tokens, up to 256 output tokens, one request at a time on a 2-core machine "
+                  "shared with other jobs), so all of them did not fit the time available. The reference is "
+                  "the review's plain-language summary, written from the whole review rather than as a rewrite "
+                  "of the abstract, so SARI and the safety check compare loosely related texts.", "",
                   *_table(report["cochrane"]), "",
                   f"Input FKGL (mean): {report['cochrane'][0]['input_fkgl']}. Missing safety items, this "
                   f"system: {report['cochrane'][0]['missing_by_kind']}."]
-    lines += ["", f"Generation: {report['engine'].get('generation_s', '?')} s in all (outputs cached: "
-                  f"{report['engine'].get('cached_rows', 0)} rows reused), median "
-                  f"{report['generation_ms_median']} ms per input.", "", *notes(report), ""]
+    lines += ["", f"Generation: {report['generation_s_sum']} s summed over inputs, median "
+                  f"{report['generation_ms_median']} ms per input, one request at a time "
+                  f"({report['engine'].get('cached_rows', 0)} outputs reused from the cache of an earlier, "
+                  "interrupted run).", "", *notes(report), ""]
     return "\n".join(lines)
 
 
