@@ -158,6 +158,7 @@ def test_clinician_translates_prints_edits_and_finds_a_handout(
     event = db(lambda: AuditEvent.objects.get(event_type="handout_edit"))
     assert event.text_sha256 == edit.text_sha256 and event.request_id == row.request_id
     assert_accessible(page, "handout after an edit")
+    page.screenshot(path=str(SCREENSHOTS / "handout.png"), full_page=True)
 
     # The detail page.
     page.get_by_role("link", name="Back to the translation").click()
@@ -183,6 +184,8 @@ def test_missing_facts_are_listed_next_to_the_text_and_spanish_gets_its_own_meas
     server = daphne_server(INFERENCE_ENGINE="fake", FAKE_ENGINE_ANSWER="Your doctor felt your liver.")
     page = ui_page
     log_in(page, server, clinician.username)
+    for panel in ("#safety", "#readability", "#glossary", "#verification", "#figures"):
+        expect(page.locator(panel)).to_be_hidden()  # nothing to show before a translation
     page.get_by_label("Diagnosis text").fill(laymaker_sentences()[47])  # "... 4 cm below right costal margin ."
     page.get_by_role("button", name="Translate").click()
     expect(page.locator("#status")).to_have_text(re.compile(r"Safety check: 2 missing"))
