@@ -17,6 +17,10 @@ Server → client frames:
     then, below the confidence threshold or when the safety check failed,
     ``verifying`` and later ``verified`` or ``verification_failed`` (see
     :func:`clinical.rerun.verification_frame`).
+    then ``{"type": "glossary", "id", "terms": [{"term", "definition",
+    "source"}]}`` once the engine has written plain definitions of the
+    input's medical terms (``source`` ``engine``; terms it did not define
+    keep their vocabulary definition: ``hpo_layperson``, ``hpo``, ``drug``).
     ``{"type": "cancelled", "id"}``
     ``{"type": "error", "code", "message"}`` with ``code`` one of
     ``bad_frame``, ``empty``, ``too_long``, ``invalid``, ``invalid_option``, ``in_progress``,
@@ -43,7 +47,7 @@ from django.core.exceptions import ValidationError
 from django.db import DatabaseError
 from redis.exceptions import RedisError
 
-from clinical import quality, ratelimit, rerun, selectors, services
+from clinical import glossary_services, quality, ratelimit, rerun, selectors, services
 from clinical.engine import engine_get
 from clinical.models import Translation
 
@@ -162,6 +166,8 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
             "precision": engine.info.precision,
             "reading_level": translation.reading_level, "language": translation.language,
         })
+        if self.task is not None and not self.task.done():
+            self.task.cancel()  # the previous one's glossary step: the new text goes first
         self.generating = True
         self.task = asyncio.create_task(self.run(translation, engine, received_ns))
 
@@ -190,8 +196,18 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
         if done.status == Translation.Status.COMPLETED:
             await self.send_json(done_frame(done))
             await self.send_verification_state(done)
+            await self.send_glossary(done, engine)
         else:
             await self.send_error("engine_error", "The translation failed and was recorded. Please try again.")
+
+    async def send_glossary(self, translation: Translation, engine) -> None:
+        """After ``done``: the engine writes plain definitions of the
+        glossary terms, then a ``glossary`` frame carries them (a new
+        translate frame cancels this step, see start_translation)."""
+        before = list(translation.glossary or [])
+        terms = await glossary_services.translation_glossary_explain(translation=translation, engine=engine)
+        if terms != before:
+            await self.send_json(glossary_services.glossary_frame(translation))
 
     async def watch(self, request_id: object) -> None:
         try:

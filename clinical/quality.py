@@ -89,11 +89,14 @@ def rerun_quality_payload(rerun) -> dict:
 
 
 def warm() -> float:
-    """Load the CMU dictionary and the drug dictionary now (a few seconds
-    once per process). Returns the time taken in ms."""
+    """Load the CMU dictionary, the drug dictionary and the HPO ontology
+    now (about 5-10 s once per process). Returns the time taken in ms."""
+    from clinical import glossary
+
     started = time.perf_counter()
     readability.warm()
     safety.warm()
+    glossary.warm()
     elapsed = (time.perf_counter() - started) * 1000
     logger.info("quality word lists loaded in %.0f ms", elapsed)
     return elapsed

@@ -7,7 +7,8 @@ Every item of these kinds found in the input must be present in the output
 * ``dose``: a number with a dose unit (``25 mg``, ``2 tablets``, ``10 units``);
 * ``measurement``: a number with any other unit (``95%``, ``120 mmHg``,
   ``3 days``, ``2.5 cm``, ``54-year-old``, ``140 mg/dL``);
-* ``number``: a number with no unit (``1+``, ``3 of 5``);
+* ``number``: a number with no unit (``1+``, ``3 of 5``); list markers
+  (``1)``, ``2 )``) are not facts and are skipped;
 * ``drug``: a drug or drug class name (drug-named-entity-recognition 2.0.9,
   offline dictionary from DrugBank, MeSH, NHS and MedlinePlus);
 * ``laterality``: left, right, bilateral;
@@ -99,6 +100,7 @@ _QUANTITY = re.compile(
     r"(?<![A-Za-z\d.,])(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?P<ord>st|nd|rd|th)?"
     rf"(?:\s*-?\s*(?:{_UNIT_RE})(?:\s*/\s*(?:{_PER_RE}))?(?![A-Za-z]))?",
     re.IGNORECASE)
+_ENUMERATION = re.compile(r"\s*\)")
 _OUTPUT_NUMBER = re.compile(r"(?<![a-z\d])\d+(?:[.,]\d+)*|(?<![a-z\d])[.,]\d+")
 
 
@@ -173,8 +175,8 @@ def _quantity_items(input_text: str) -> list[tuple[SafetyItem, Decimal, bool, st
     items = []
     for match in _QUANTITY.finditer(input_text):
         value = _decimal(match.group("num"))
-        if value is None:
-            continue
+        if value is None or _ENUMERATION.match(input_text, match.end()) and match.group(0).isdigit():
+            continue  # a list marker such as "1 ) appendectomy", not a fact
         groups = {k: v for k, v in match.groupdict().items() if v is not None}
         unit = next((k[2:] for k in groups if k.startswith("u_")), None)
         per = next((k[2:] for k in groups if k.startswith("p_")), None)

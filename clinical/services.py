@@ -23,7 +23,7 @@ from django.utils import timezone
 from limits.errors import StorageError
 from redis.exceptions import RedisError
 
-from clinical import audit, quality, ratelimit, rerun
+from clinical import audit, glossary, quality, ratelimit, rerun
 from clinical.log import request_id_var
 from clinical.models import Translation
 from inference.base import Delta, Engine, EngineBusy, EngineInfo, GenerationParams
@@ -289,6 +289,8 @@ def _quality_store(row: Translation) -> None:
     row.readability_measure, row.readability_note = r.measure, r.note[:200]
     row.safety_passed = measured.safety.passed
     row.safety_missing = measured.safety.missing_dicts()
+    row.glossary = [term.as_dict() for term in
+                    glossary.glossary_terms(row.input_text, max_terms=settings.GLOSSARY_MAX_TERMS)]
 
 
 @dataclass
@@ -399,3 +401,4 @@ async def translation_generate(
     logger.info("translation completed tokens=%s ttft_ms=%s total_ms=%s",
                 done.tokens_out, done.ttft_ms, done.total_ms)
     return done
+

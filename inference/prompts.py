@@ -83,3 +83,80 @@ def build_messages(diagnosis_text: str, *, reading_level: int = DEFAULT_READING_
         {"role": "assistant", "content": EXAMPLE_ANSWERS[language]},
         {"role": "user", "content": diagnosis_text.strip()},
     ]
+
+
+# --- Glossary: plain definitions of the input's medical terms ---------------
+# A second, short generation after the main text (clinical.glossary). Its
+# wording is versioned separately from the main prompt.
+GLOSSARY_PROMPT_VERSION = "2026-11-23.1"
+
+GLOSSARY_SYSTEM_PROMPT = """You explain medical words to a patient.
+For each word in the list, write one short sentence in plain, everyday words ({reading_level}) that says what it means.
+Write one line per word, as: word: explanation
+Keep each word exactly as given, before the colon. Write nothing else."""
+
+GLOSSARY_EXAMPLE_TERMS = ("hypertension", "edema")
+GLOSSARY_EXAMPLE_ANSWERS = {
+    "en": "hypertension: Blood pressure that is higher than it should be.\n"
+          "edema: Swelling caused by extra fluid in the body.",
+    "es": "hypertension: Presión de la sangre más alta de lo normal.\n"
+          "edema: Hinchazón causada por líquido de más en el cuerpo.",
+}
+
+
+def _term_list(terms) -> str:
+    return "Words:\n" + "\n".join(f"- {term}" for term in terms)
+
+
+def glossary_messages(terms: list[str], *, reading_level: int = DEFAULT_READING_LEVEL,
+                      language: str = DEFAULT_LANGUAGE) -> list[dict[str, str]]:
+    """Chat messages asking for one plain definition per term.
+
+    Args:
+        terms: the glossary terms as written in the input (at most a few;
+            callers cap them, see ``GLOSSARY_MAX_TERMS``).
+        reading_level, language: as for :func:`build_messages`; the
+            explanations are written in ``language``, the terms are kept.
+
+    Returns:
+        ``[system, example user, example assistant, user]`` messages.
+
+    Raises:
+        KeyError: unknown reading level or language.
+    """
+    system = GLOSSARY_SYSTEM_PROMPT.format(reading_level=READING_LEVELS[reading_level])
+    if language != "en":
+        system += f"\nWrite the explanations in {LANGUAGES[language]}."
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": _term_list(GLOSSARY_EXAMPLE_TERMS)},
+        {"role": "assistant", "content": GLOSSARY_EXAMPLE_ANSWERS[language]},
+        {"role": "user", "content": _term_list(terms)},
+    ]
+
+
+def glossary_parse(text: str, terms: list[str], *, max_chars: int = 200) -> dict[str, str]:
+    """Read ``term: explanation`` lines of the model's answer.
+
+    Only the requested ``terms`` are kept (matched without case, list
+    markers, quotes or bold); an explanation that is empty or only repeats
+    the term is dropped, a long one is cut at ``max_chars``.
+
+    Returns:
+        ``{term (as requested): explanation}``, possibly empty.
+    """
+    wanted = {term.lower(): term for term in terms}
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        if ":" not in line:
+            continue
+        head, _, body = line.partition(":")
+        key = head.strip().lstrip("-*•0123456789.) ").strip().strip("*\"'`").strip().lower()
+        body = body.strip().strip("*\"'`").strip()
+        term = wanted.get(key)
+        if term is None or term in found or len(body) < 3 or body.lower().rstrip(".") == key:
+            continue
+        if len(body) > max_chars:
+            body = body[: max_chars - 1].rstrip() + "…"
+        found[term] = body
+    return found

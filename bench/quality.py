@@ -1,0 +1,294 @@
+"""Quality benchmark: SARI, reading level, safety check and re-run rate of
+this system next to the published systems of laymaker-dev.csv.
+
+Runs the product's engine and prompt (llama.cpp, default model,
+``inference.prompts.build_messages`` at grade 6 in English, greedy, the
+same ``MAX_OUTPUT_TOKENS``) over every laymaker-dev sentence and the first
+``--cochrane`` Cochrane val abstracts, and scores each output the way the
+product does (``clinical.quality``: FKGL, safety check, the re-run gate
+``confidence < 0.85 or safety failed``). The same SARI / FKGL / safety
+figures are computed for every system column of laymaker-dev.csv, for the
+clinicians' references themselves and for the input copied unchanged
+(identity), as sanity rows.
+
+SARI (``bench/sari.py``) is against the clinicians' ``REFERENCE`` (one
+reference per sentence) or the Cochrane plain-language summary, on
+lower-cased regex-tokenized text, ×100. FKGL is the mean of per-output
+grades. Engine outputs are cached in ``<out>-outputs.jsonl`` so a run can
+be resumed (``--resume``).
+
+    .venv/bin/python -m bench quality                 # full run
+    .venv/bin/python -m bench.quality --limit 3 --cochrane 1 --engine fake --out /tmp/q
+
+writes ``<out>.md`` and ``<out>.json`` (default ``docs/quality/quality-report``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from bench.sari import corpus_sari
+from tests.data import SHARED_DATA
+
+THRESHOLD = float(os.environ.get("CONFIDENCE_THRESHOLD", "0.85"))
+FIXED_COLUMNS = ("ID", "ORIGINAL", "REFERENCE")
+
+
+def laymaker_rows() -> tuple[list[dict[str, str]], list[str]]:
+    """Rows of laymaker-dev.csv and its system columns (all but ID, ORIGINAL, REFERENCE)."""
+    with open(SHARED_DATA / "laymaker-dev.csv", newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        rows = list(reader)
+        columns = [c for c in reader.fieldnames or [] if c not in FIXED_COLUMNS]
+    return rows, columns
+
+
+def cochrane_pairs() -> list[tuple[str, str]]:
+    sources = (SHARED_DATA / "cochrane-val.source").read_text(encoding="utf-8").splitlines()
+    targets = (SHARED_DATA / "cochrane-val.target").read_text(encoding="utf-8").splitlines()
+    return list(zip(sources, targets, strict=True))
+
+
+async def run_system(inputs: list[tuple[str, str]], *, engine_name: str, model: str, max_tokens: int,
+                     cache: Path, resume: bool, threads: int = 0) -> tuple[list[dict], dict]:
+    """Generate an output for each ``(key, text)``; cached rows are reused
+    with ``resume``. Returns ``(rows, engine facts)``."""
+    from inference.base import GenerationParams, generate_text
+    from inference.confidence import sequence_confidence
+    from inference.factory import EngineConfig, create_engine
+    from inference.prompts import build_messages
+
+    done: dict[str, dict] = {}
+    if resume and cache.exists():
+        for line in cache.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            done[row["key"]] = row
+    todo = [(k, t) for k, t in inputs if k not in done]
+    facts: dict = {"engine": engine_name, "cached_rows": len(inputs) - len(todo)}
+    if engine_name == "llamacpp":  # what create_engine will load (also when every row is cached)
+        from inference import models
+
+        facts.update(model=model or str(models.default_gguf_path()),
+                     precision="q4_k_m" if not model else "")
+    if todo:
+        engine = create_engine(EngineConfig(engine=engine_name, model=model, threads=threads))
+        started = time.perf_counter()
+        await engine.start()
+        facts.update(load_ms=round((time.perf_counter() - started) * 1000), model=engine.info.model,
+                     precision=engine.info.precision)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        with open(cache, "a", encoding="utf-8") as out:
+            for index, (key, text) in enumerate(todo):
+                t0 = time.perf_counter()
+                output, logprobs = await generate_text(engine, f"quality-{key}", build_messages(text),
+                                                       GenerationParams(max_tokens=max_tokens))
+                row = {"key": key, "output": output.strip(), "confidence": sequence_confidence(logprobs),
+                       "tokens": len(logprobs), "ms": round((time.perf_counter() - t0) * 1000, 1)}
+                done[key] = row
+                out.write(json.dumps(row) + "\n")
+                out.flush()
+                print(f"[{index + 1}/{len(todo)}] {key} {row['tokens']} tokens {row['ms']:.0f} ms", flush=True)
+        await engine.shutdown()
+    return [done[k] for k, _ in inputs], facts
+
+
+def score(name: str, sources: list[str], outputs: list[str], references: list[str], *,
+          confidences: list[float | None] | None = None, changed: list[bool] | None = None) -> dict:
+    """SARI, FKGL, safety pass rate (and re-run rate when confidences are given)."""
+    from clinical import quality, readability
+
+    checks = [quality.output_quality(input_text=s, output_text=o, language="en") for s, o in zip(sources, outputs)]
+    grades = [c.readability.output_fkgl for c in checks if c.readability.output_fkgl is not None]
+    passed = [c.safety.passed for c in checks]
+    result = {
+        "system": name, "n": len(sources),
+        "sari": round(corpus_sari(sources, outputs, [[r] for r in references]).sari * 100, 2),
+        "fkgl": round(statistics.mean(grades), 2) if grades else None,
+        "safety_pass_pct": round(100 * sum(passed) / len(passed), 1),
+        "missing_by_kind": _kind_totals(checks),
+    }
+    if changed is not None and any(changed):
+        picked = [i for i, c in enumerate(changed) if c]
+        result["sari_changed"] = round(corpus_sari([sources[i] for i in picked], [outputs[i] for i in picked],
+                                                   [[references[i]] for i in picked]).sari * 100, 2)
+    if confidences is not None:
+        reasons = [quality.rerun_reasons(confidence=c, safety_passed=p, threshold=THRESHOLD)
+                   for c, p in zip(confidences, passed)]
+        result["low_confidence_pct"] = round(100 * sum(quality.LOW_CONFIDENCE in r for r in reasons) / len(reasons), 1)
+        result["rerun_pct"] = round(100 * sum(bool(r) for r in reasons) / len(reasons), 1)
+        result["rerun_safety_only_pct"] = round(
+            100 * sum(r == [quality.SAFETY_FAILED] for r in reasons) / len(reasons), 1)
+        known = [c for c in confidences if c is not None]
+        result["confidence_median"] = round(statistics.median(known), 3) if known else None
+    result["input_fkgl"] = round(statistics.mean(
+        g for g in (readability.fkgl(s) for s in sources) if g is not None), 2)
+    return result
+
+
+def _kind_totals(checks) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for check in checks:
+        for kind, count in check.safety.missing_counts().items():
+            totals[kind] = totals.get(kind, 0) + count
+    return dict(sorted(totals.items()))
+
+
+def _same(a: str, b: str) -> bool:
+    from bench.sari import tokenize
+
+    return tokenize(a) == tokenize(b)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench quality", description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=0, help="only the first N laymaker sentences (0 = all 250)")
+    parser.add_argument("--cochrane", type=int, default=20,
+                        help="the first N Cochrane val abstracts (0 = none, -1 = all 411)")
+    parser.add_argument("--engine", default="llamacpp", help="llamacpp (default) or fake (tests)")
+    parser.add_argument("--model", default="", help="model path (default: the product's default model)")
+    parser.add_argument("--max-tokens", type=int, default=int(os.environ.get("MAX_OUTPUT_TOKENS", "256")))
+    parser.add_argument("--threads", type=int, default=int(os.environ.get("INFERENCE_THREADS", "0")),
+                        help="llama.cpp threads (0 = all cores; 1 is faster on a busy machine)")
+    parser.add_argument("--out", default="docs/quality/quality-report")
+    parser.add_argument("--resume", action="store_true", help="reuse outputs cached by an earlier run")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clinical.settings")
+
+    rows, columns = laymaker_rows()
+    if args.limit:
+        rows = rows[: args.limit]
+    pairs = cochrane_pairs()
+    pairs = pairs if args.cochrane < 0 else pairs[: args.cochrane]
+    out = Path(args.out)
+    inputs = [(f"laymaker-{r['ID']}", r["ORIGINAL"]) for r in rows] + \
+             [(f"cochrane-{i + 1}", s) for i, (s, _) in enumerate(pairs)]
+    started = time.perf_counter()
+    generated, facts = asyncio.run(run_system(inputs, engine_name=args.engine, model=args.model,
+                                              max_tokens=args.max_tokens, threads=args.threads,
+                                              cache=Path(f"{out}-outputs.jsonl"), resume=args.resume))
+    facts["generation_s"] = round(time.perf_counter() - started, 1)
+    by_key = {g["key"]: g for g in generated}
+
+    sources = [r["ORIGINAL"] for r in rows]
+    references = [r["REFERENCE"] for r in rows]
+    changed = [not _same(r["ORIGINAL"], r["REFERENCE"]) for r in rows]
+    ours = [by_key[f"laymaker-{r['ID']}"] for r in rows]
+    system_name = f"this system ({Path(facts.get('model') or args.engine).name})"
+    laymaker = [score(system_name, sources, [g["output"] for g in ours], references,
+                      confidences=[g["confidence"] for g in ours], changed=changed)]
+    laymaker += [score(column, sources, [r[column] for r in rows], references, changed=changed) for column in columns]
+    laymaker.append(score("REFERENCE (clinicians)", sources, references, references, changed=changed))
+    laymaker.append(score("identity (input copied)", sources, sources, references, changed=changed))
+
+    cochrane = []
+    if pairs:
+        ours_c = [by_key[f"cochrane-{i + 1}"] for i in range(len(pairs))]
+        c_sources, c_targets = [s for s, _ in pairs], [t for _, t in pairs]
+        cochrane = [score(system_name, c_sources, [g["output"] for g in ours_c], c_targets,
+                          confidences=[g["confidence"] for g in ours_c]),
+                    score("plain-language summary (reference)", c_sources, c_targets, c_targets),
+                    score("identity (input copied)", c_sources, c_sources, c_targets)]
+    ms = [g["ms"] for g in generated if "ms" in g]
+    report = {
+        "command": "python -m bench quality " + " ".join(sys.argv[1:] if argv is None else argv),
+        "threshold": THRESHOLD, "laymaker_n": len(rows), "laymaker_changed_n": sum(changed),
+        "laymaker_system_columns": columns, "cochrane_n": len(pairs), "engine": facts,
+        "generation_ms_median": round(statistics.median(ms), 1) if ms else None,
+        "generation_s_sum": round(sum(ms) / 1000, 1),
+        "laymaker": laymaker, "cochrane": cochrane,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    markdown = render(report)
+    out.with_suffix(".md").write_text(markdown, encoding="utf-8")
+    print(markdown)
+    return 0
+
+
+def _table(results: list[dict]) -> list[str]:
+    def cell(r: dict, key: str, fmt: str) -> str:
+        return fmt.format(r[key]) if r.get(key) is not None else "–"
+
+    lines = ["| system | n | SARI | SARI (changed only) | FKGL out | safety pass | low confidence | re-run |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(" | ".join([
+            f"| {r['system']}", str(r["n"]), cell(r, "sari", "{:.1f}"), cell(r, "sari_changed", "{:.1f}"),
+            cell(r, "fkgl", "{:.1f}"), cell(r, "safety_pass_pct", "{:.1f} %"),
+            cell(r, "low_confidence_pct", "{:.1f} %"), cell(r, "rerun_pct", "{:.1f} %")]) + " |")
+    return lines
+
+
+def render(report: dict) -> str:
+    """The Markdown report."""
+    ours = report["laymaker"][0]
+    lines = [
+        "# Quality benchmark", "",
+        f"Command: `{report['command'].strip()}`. Engine: {report['engine'].get('engine')}, "
+        f"`{Path(report['engine'].get('model') or '-').name}` {report['engine'].get('precision', '')}, "
+        "greedy, prompt of "
+        "`inference/prompts.py` (grade 6, English). SARI (Xu et al. 2016, `bench/sari.py`) ×100 against "
+        "the clinicians' reference, lower-cased regex tokens; FKGL mean per output (textstat); safety: "
+        "`clinical/safety.py`; re-run: confidence < "
+        f"{report['threshold']} or safety check failed (the product's gate).", "",
+        f"## laymaker-dev ({report['laymaker_n']} sentences, {report['laymaker_changed_n']} changed by the "
+        "clinicians)", "",
+        "System columns in the CSV: " + ", ".join(f"`{c}`" for c in report["laymaker_system_columns"]) +
+        f" ({len(report['laymaker_system_columns'])}; the data's README says six, the file has these).", "",
+        *_table(report["laymaker"]), "",
+        f"Input FKGL (mean): {ours['input_fkgl']}. Missing safety items, this system: {ours['missing_by_kind']}.",
+    ]
+    if report["cochrane"]:
+        lines += ["", f"## Cochrane val (first {report['cochrane_n']} abstracts)", "",
+                  *_table(report["cochrane"]), "",
+                  f"Input FKGL (mean): {report['cochrane'][0]['input_fkgl']}. Missing safety items, this "
+                  f"system: {report['cochrane'][0]['missing_by_kind']}."]
+    lines += ["", f"Generation: {report['generation_s_sum']} s summed over inputs, median "
+                  f"{report['generation_ms_median']} ms per input, one request at a time "
+                  f"({report['engine'].get('cached_rows', 0)} outputs reused from the cache of an earlier, "
+                  "interrupted run).", "", *notes(report), ""]
+    return "\n".join(lines)
+
+
+def notes(report: dict) -> list[str]:
+    """How to read the table, with this run's figures."""
+    ours = report["laymaker"][0]
+    by_name = {r["system"]: r for r in report["laymaker"]}
+    identity = by_name.get("identity (input copied)", {})
+    reference = by_name.get("REFERENCE (clinicians)", {})
+    return [
+        "## Reading the table", "",
+        f"* **Re-run rate.** {ours.get('rerun_pct')} % of outputs would be re-run in full precision; "
+        f"{ours.get('low_confidence_pct')} % fall below the confidence threshold alone (median confidence "
+        f"{ours.get('confidence_median')}), {ours.get('rerun_safety_only_pct')} % are re-run only because the "
+        "safety check failed. The 0.85 threshold comes from the product design, not from this model: a "
+        "1.5B model's geometric-mean token probability on free rewriting sits far below it, so the gate "
+        "fires on nearly everything and separates nothing (see docs/quality/confidence-survey.md). It needs "
+        "calibrating per model; the safety check is the part of the gate that points at a concrete problem.",
+        f"* **SARI** rewards changes that agree with the one clinician reference. Copying the input scores "
+        f"{identity.get('sari')} (no additions or deletions, only keeps); the reference against itself scores "
+        f"{reference.get('sari')}, not 100, because SARI also scores what was kept from the input. "
+        f"{report['laymaker_n'] - report['laymaker_changed_n']} of {report['laymaker_n']} references are "
+        "the input unchanged; the 'changed only' column leaves those out. Systems that copy most of the "
+        "input (the published columns often do) get high keep scores; a free rewrite with few shared "
+        "n-grams scores low even when it is correct.",
+        "* **FKGL** of one-sentence outputs is noisy, and textstat counts sentences at every full stop "
+        "(decimals and abbreviations included), which lowers the grade of number-dense Cochrane text.",
+        f"* **Safety pass** counts outputs in which every number with its unit, dose, drug, side and "
+        "negation of the input is present (clinical/safety.py). Outputs that copy the input pass by "
+        f"construction; the clinicians' references pass {reference.get('safety_pass_pct')} %, because they "
+        "drop grades and scores such as '1+' or rewrite negations into words the check does not pair "
+        "(see the limits in docs/safety-check.md). A pass is not a correctness check.",
+    ]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,41 @@
+"""The quality benchmark (bench/quality.py) end to end on three laymaker
+sentences and one Cochrane abstract with the fake engine: outputs cached,
+every system column of the CSV scored, report files written."""
+
+from __future__ import annotations
+
+import json
+
+from bench import quality
+
+
+def test_quality_bench_writes_one_table_with_every_system_column(tmp_path):
+    out = tmp_path / "quality"
+    assert quality.main(["--limit", "3", "--cochrane", "1", "--engine", "fake", "--out", str(out)]) == 0
+
+    report = json.loads(out.with_suffix(".json").read_text())
+    _, columns = quality.laymaker_rows()
+    assert report["laymaker_system_columns"] == columns and columns
+    names = [row["system"] for row in report["laymaker"]]
+    assert names[0].startswith("this system") and names[1:-2] == columns
+    assert names[-2:] == ["REFERENCE (clinicians)", "identity (input copied)"]
+    ours, *_, reference, identity = report["laymaker"]
+    assert ours["n"] == 3 and {"sari", "fkgl", "safety_pass_pct", "rerun_pct", "low_confidence_pct"} <= set(ours)
+    assert reference["sari"] > identity["sari"]  # the clinicians' own text beats copying the input
+    assert "rerun_pct" not in reference
+    assert [row["n"] for row in report["cochrane"]] == [1, 1, 1]
+
+    cached = [json.loads(line) for line in (tmp_path / "quality-outputs.jsonl").read_text().splitlines()]
+    assert [row["key"] for row in cached] == ["laymaker-1", "laymaker-2", "laymaker-3", "cochrane-1"]
+    markdown = out.with_suffix(".md").read_text()
+    assert "| this system (fake-echo) | 3 |" in markdown and all(f"| {c} | 3 |" in markdown for c in columns)
+
+
+def test_a_resumed_run_reuses_cached_outputs(tmp_path):
+    out = tmp_path / "quality"
+    args = ["--limit", "2", "--cochrane", "0", "--engine", "fake", "--out", str(out)]
+    quality.main(args)
+    quality.main([*args, "--resume"])
+    report = json.loads(out.with_suffix(".json").read_text())
+    assert report["engine"]["cached_rows"] == 2 and report["cochrane"] == []
+    assert len((tmp_path / "quality-outputs.jsonl").read_text().splitlines()) == 2

