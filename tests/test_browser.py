@@ -7,6 +7,7 @@ import re
 import shutil
 from pathlib import Path
 
+import httpx
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
@@ -45,6 +46,9 @@ def only_translation() -> Translation:
 
 
 def log_in(page, server, username: str) -> None:
+    # Load the engine and the quality word lists first (GET /readyz), so the
+    # first translation's timeouts do not include them.
+    assert httpx.get(server.base_url + "/readyz", timeout=180).status_code == 200
     page.goto(server.base_url + "/")
     expect(page).to_have_url(re.compile(r"/accounts/login/"))
     page.get_by_label("Username").fill(username)

@@ -158,6 +158,7 @@ def test_clinician_translates_prints_edits_and_finds_a_handout(
     event = db(lambda: AuditEvent.objects.get(event_type="handout_edit"))
     assert event.text_sha256 == edit.text_sha256 and event.request_id == row.request_id
     assert_accessible(page, "handout after an edit")
+    page.screenshot(path=str(SCREENSHOTS / "handout.png"), full_page=True)
 
     # The detail page.
     page.get_by_role("link", name="Back to the translation").click()
@@ -177,21 +178,30 @@ def test_clinician_translates_prints_edits_and_finds_a_handout(
 
 def test_missing_facts_are_listed_next_to_the_text_and_spanish_gets_its_own_measure(
         daphne_server, clinician, ui_page):
-    """An answer that drops the size and the side of the input: the safety
-    panel lists both beside the text; a Spanish explanation is measured
-    with Szigriszt-Pazos, not FKGL."""
-    server = daphne_server(INFERENCE_ENGINE="fake", FAKE_ENGINE_ANSWER="Your doctor felt your liver.")
+    """An answer that drops the dose and the drug of the input: the safety
+    panel lists both beside the text, the glossary explains the drug under
+    it; a Spanish explanation is measured with Szigriszt-Pazos, not FKGL."""
+    server = daphne_server(INFERENCE_ENGINE="fake", FAKE_ENGINE_ANSWER="Your doctor will start a new medicine.")
     page = ui_page
     log_in(page, server, clinician.username)
-    page.get_by_label("Diagnosis text").fill(laymaker_sentences()[47])  # "... 4 cm below right costal margin ."
+    for panel in ("#safety", "#readability", "#glossary", "#verification", "#figures"):
+        expect(page.locator(panel)).to_be_hidden()  # nothing to show before a translation
+    page.get_by_label("Diagnosis text").fill(laymaker_sentences()[21])  # "... amitriptyline at a dose of 10 mg ..."
     page.get_by_role("button", name="Translate").click()
     expect(page.locator("#status")).to_have_text(re.compile(r"Safety check: 2 missing"))
 
     safety = page.locator("#safety")
     expect(safety).to_have_attribute("data-state", "failed")
-    expect(page.locator("#safety-missing li")).to_have_text(["Measurement: 4 cm", "Side (left/right): right"])
+    expect(page.locator("#safety-missing li")).to_have_text(["Dose: 10 mg", "Drug: amitriptyline"])
     text_box, safety_box = page.locator("#output").bounding_box(), safety.bounding_box()
     assert safety_box["x"] >= text_box["x"] + text_box["width"] and safety_box["y"] < text_box["y"] + 50
+    row = db(lambda: Translation.objects.get())
+    assert row.glossary, "the glossary found no term"
+    expect(page.locator("#glossary")).to_be_visible()
+    expect(page.locator("#glossary-list dt")).to_have_text([entry["term"] for entry in row.glossary])
+    expect(page.locator("#glossary-list dd")).to_have_text([entry["definition"] for entry in row.glossary])
+    glossary_box = page.locator("#glossary").bounding_box()
+    assert glossary_box["y"] > text_box["y"] + text_box["height"]  # under the translation
     assert_accessible(page, "main page, safety check failed")
 
     page.get_by_label("Patient's language").select_option("es")

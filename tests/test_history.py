@@ -84,3 +84,17 @@ def test_history_search_and_pagination_keep_the_query(client, clinician):
 def test_history_needs_a_login(client):
     response = client.get("/translations/?q=x")
     assert response.status_code == 302 and response.url.startswith("/accounts/login/")
+
+
+@pytest.mark.django_db
+def test_detail_page_is_for_the_owner_only(client, clinician, other_clinician):
+    row = make_translation(clinician, laymaker_sentences()[7])
+    url = f"/translations/{row.request_id}/"
+    anonymous = client.get(url)
+    assert anonymous.status_code == 302 and anonymous.url.startswith("/accounts/login/")
+    client.force_login(other_clinician)
+    assert client.get(url).status_code == 404
+    client.force_login(clinician)
+    response = client.get(url)
+    assert response.status_code == 200 and row.input_text in response.content.decode()
+    assert f"/translations/{row.request_id}/handout/" in response.content.decode()
