@@ -157,6 +157,9 @@ def prepare_stack(database_url: str, n_users: int, run: str) -> tuple[dict[str, 
     """Migrate the database, create ``n_users`` clinicians and their
     sessions. Returns (Daphne's environment, session cookies)."""
     os.environ["DATABASE_URL"] = database_url
+    # Sessions outlive the run (the product's 15-minute idle timeout would
+    # end them between the engines' turns).
+    os.environ["SESSION_IDLE_TIMEOUT_S"] = "14400"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clinical.settings")
     import django
 
