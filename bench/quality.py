@@ -197,10 +197,12 @@ def main(argv: list[str] | None = None) -> int:
                     score("plain-language summary (reference)", c_sources, c_targets, c_targets),
                     score("identity (input copied)", c_sources, c_sources, c_targets)]
     ms = [g["ms"] for g in generated if "ms" in g]
+    cochrane_ms = [by_key[f"cochrane-{i + 1}"].get("ms", 0) for i in range(len(pairs))]
     report = {
         "command": "python -m bench quality " + " ".join(sys.argv[1:] if argv is None else argv),
         "threshold": THRESHOLD, "laymaker_n": len(rows), "laymaker_changed_n": sum(changed),
-        "laymaker_system_columns": columns, "cochrane_n": len(pairs), "engine": facts,
+        "laymaker_system_columns": columns, "cochrane_n": len(pairs), "cochrane_total": len(cochrane_pairs()),
+        "cochrane_ms_median": round(statistics.median(cochrane_ms), 1) if cochrane_ms else None, "engine": facts,
         "generation_ms_median": round(statistics.median(ms), 1) if ms else None,
         "generation_s_sum": round(sum(ms) / 1000, 1),
         "laymaker": laymaker, "cochrane": cochrane,
@@ -247,7 +249,12 @@ def render(report: dict) -> str:
         f"Input FKGL (mean): {ours['input_fkgl']}. Missing safety items, this system: {ours['missing_by_kind']}.",
     ]
     if report["cochrane"]:
-        lines += ["", f"## Cochrane val (first {report['cochrane_n']} abstracts)", "",
+        lines += ["", f"## Cochrane val (first {report['cochrane_n']} of {report['cochrane_total']} abstracts)", "",
+                  f"A subset: each abstract took a median {report['cochrane_ms_median'] / 1000:.0f} s here "
+                  "(about 450 input tokens, up to 256 output tokens, one request at a time on a 2-core machine "
+                  "shared with other jobs), so all of them did not fit the time available. The reference is "
+                  "the review's plain-language summary, written from the whole review rather than as a rewrite "
+                  "of the abstract, so SARI and the safety check compare loosely related texts.", "",
                   *_table(report["cochrane"]), "",
                   f"Input FKGL (mean): {report['cochrane'][0]['input_fkgl']}. Missing safety items, this "
                   f"system: {report['cochrane'][0]['missing_by_kind']}."]

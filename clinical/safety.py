@@ -89,7 +89,7 @@ def normalize(text: str) -> str:
 def _numeric_space(text: str) -> str:
     """Normalised text in which "and"/"y" are dropped, so that "one hundred
     and twenty" and "ochenta y uno" match num2words forms written the same way."""
-    return re.sub(r"\s+", " ", re.sub(r"\b(?:and|y)\b", " ", normalize(text))).strip()
+    return re.sub(r"\s+", " ", re.sub(r"\b(?:and|y)\b(?!/)", " ", normalize(text))).strip()
 
 
 # ---------------------------------------------------------------- numbers and units
