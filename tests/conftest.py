@@ -37,6 +37,16 @@ def isolated_broker_and_channel_keys():
         client.delete(key)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def quality_word_lists():
+    """Load the readability, drug and HPO word lists once per test process
+    (clinical.quality.warm, a few seconds), as engine load does in a server,
+    so no test's first translation pays for it inside its frame timeouts."""
+    from clinical.quality import warm
+
+    warm()
+
+
 @pytest.fixture
 def clinician(django_user_model):
     """The owner of the translations under test."""
