@@ -149,7 +149,12 @@ def test_polling_reaches_the_verified_full_precision_text(daphne_server, celery_
     with httpx.Client(base_url=server.base_url + "/api", timeout=60) as api:
         created = api.post("/v1/translations/", json={"text": TEXT}, headers=bearer(key))
         assert created.status_code == 201
-        assert created.json()["verified"] is False and created.json()["verification"] == "pending"
+        first = created.json()
+        # The worker may already have picked the re-run up (the glossary step
+        # runs after the re-run is enqueued); the fast text is what came back.
+        assert first["verification"] in ("pending", "running", "verified"), first
+        if not first["verified"]:
+            assert first["text"] == first["fast_text"] == "Plain words: " + TEXT
         location = created.headers["Location"].removeprefix("/api")
         deadline = time.monotonic() + 60
         while not (body := api.get(location, headers=bearer(key)).json())["verified"]:
