@@ -127,7 +127,12 @@ class VllmEngine(Engine):
         from vllm.v1.engine.async_llm import AsyncLLM
 
         try:
-            llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**self.engine_kwargs))
+            # In a thread: loading takes tens of seconds on a CPU (minutes on
+            # a GPU) and would otherwise block the event loop, so /livez,
+            # /readyz and other sockets would stall until it ends. AsyncLLM
+            # starts its output-handler task lazily on the first request
+            # when it is built outside a running loop.
+            llm = await asyncio.to_thread(AsyncLLM.from_engine_args, AsyncEngineArgs(**self.engine_kwargs))
         except Exception as exc:
             raise EngineError(f"vLLM failed to load {self.info.model}: {exc}") from exc
         self._tokenizer = llm.get_tokenizer()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 
 import pytest
 import pytest_asyncio
@@ -18,12 +19,38 @@ from tests.data import laymaker_sentences
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 
+#: Longest gap (s) between ticks of a 50 ms timer while the engine loaded.
+LOAD_STALLS: dict[str, float] = {}
+
+
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def engine():
     engine = VllmEngine(str(smollm2_hf_path()), device="cpu", max_model_len=2048)
+    loaded = asyncio.Event()
+
+    async def ticker() -> None:
+        worst, last = 0.0, time.perf_counter()
+        while not loaded.is_set():
+            await asyncio.sleep(0.05)
+            now = time.perf_counter()
+            worst, last = max(worst, now - last - 0.05), now
+        LOAD_STALLS["worst_s"] = worst
+
+    ticking = asyncio.create_task(ticker())
+    started = time.perf_counter()
     await engine.start()
+    LOAD_STALLS["load_s"] = time.perf_counter() - started
+    loaded.set()
+    await ticking
     yield engine
     await engine.shutdown()
+
+
+async def test_loading_does_not_block_the_event_loop(engine):
+    """The web process keeps answering (/livez, other sockets) while vLLM
+    loads: the load runs in a thread, not on the event loop."""
+    assert LOAD_STALLS["load_s"] > 5  # a real load, long enough to notice a blocked loop
+    assert LOAD_STALLS["worst_s"] < 2, LOAD_STALLS
 
 
 async def test_engine_reports_cpu_fp32_without_quantization(engine):
