@@ -226,7 +226,7 @@ def rerun_execute(*, translation_id: int) -> Rerun | None:
         inference.EngineError: generation failed (the task retries).
     """
     from clinical.rerun_engine import rerun_engine_get, run_in_engine_loop
-    from clinical.services import translation_messages  # services imports this module
+    from clinical.generation import translation_messages  # imports services, which imports this module
 
     rerun = rerun_start(translation_id=translation_id)
     if rerun is None:
