@@ -53,7 +53,8 @@ class RerunInline(admin.TabularInline):
     model = Rerun
     extra = 0
     can_delete = False
-    fields = ("precision", "status", "attempts", "queue_wait_ms", "duration_ms", "confidence", "tokens_out")
+    fields = ("precision", "status", "attempts", "dispatched_at", "queue_wait_ms", "duration_ms",
+              "confidence", "tokens_out")
     readonly_fields = fields
 
     def has_add_permission(self, request, obj=None) -> bool:

@@ -50,7 +50,7 @@ from django.core.exceptions import ValidationError
 from django.db import DatabaseError
 from redis.exceptions import RedisError
 
-from clinical import drain, glossary_services, quality, ratelimit, rerun, selectors, services
+from clinical import drain, generation, glossary_services, quality, ratelimit, rerun, selectors, services
 from clinical.engine import engine_get
 from clinical.models import Translation
 
@@ -178,7 +178,7 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
 
     async def run(self, translation: Translation, engine, received_ns: int) -> None:
         try:
-            done = await services.translation_generate(
+            done = await generation.translation_generate(
                 translation=translation, engine=engine, received_ns=received_ns,
                 on_token=lambda text: self.send_json({"type": "token", "text": text}))
         except asyncio.CancelledError:

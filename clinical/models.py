@@ -182,6 +182,10 @@ class Rerun(models.Model):
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.QUEUED)
     attempts = models.PositiveSmallIntegerField(default=0, help_text="Times a worker started it.")
     enqueued_at = models.DateTimeField(auto_now_add=True)
+    dispatched_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="When its task reached the broker; empty while it has not (broker unreachable): "
+                  "the sweep re-dispatches it (clinical.rerun.reruns_redispatch).")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     queue_wait_ms = models.FloatField(null=True, blank=True, help_text="enqueued → first started (ms)")
@@ -202,6 +206,12 @@ class Rerun(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["translation", "precision"], name="rerun_one_per_precision"),
+        ]
+        indexes = [
+            # The sweep's query (clinical.rerun.reruns_redispatch): only the
+            # few re-runs whose task never reached the broker are indexed.
+            models.Index(fields=["enqueued_at"], name="rerun_undispatched",
+                         condition=models.Q(status="queued", dispatched_at__isnull=True)),
         ]
 
     def __str__(self) -> str:

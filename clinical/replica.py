@@ -20,6 +20,10 @@ sweeps on several replicas, or a sweep racing a late stream, write one
 record only. The same sweep finalises rows left pending when the database
 was unreachable at the end of a stream. With Redis unreachable the sweep
 does nothing (it cannot tell a live lease from a dead one).
+
+Each round also sends again the full-precision re-runs whose task never
+reached the broker (:func:`clinical.rerun.reruns_redispatch`, after
+``RERUN_REDISPATCH_GRACE_S``).
 """
 
 from __future__ import annotations
@@ -197,15 +201,19 @@ def translations_sweep(*, grace_s: float | None = None) -> list[str]:
 
 
 async def sweep_forever() -> None:
-    """Run the orphan sweep every ``ORPHAN_SWEEP_INTERVAL_S`` (0 = never)."""
+    """Every ``ORPHAN_SWEEP_INTERVAL_S`` (0 = never): run the orphan sweep,
+    then re-dispatch re-runs whose task never reached the broker."""
     from channels.db import database_sync_to_async
+
+    from clinical.rerun import reruns_redispatch
 
     interval = settings.ORPHAN_SWEEP_INTERVAL_S
     if interval <= 0:
         return
     while True:
         await asyncio.sleep(interval)
-        try:
-            await database_sync_to_async(translations_sweep)()
-        except Exception as exc:  # noqa: BLE001 - the next round tries again
-            logger.warning("orphan sweep failed: %s", type(exc).__name__)
+        for name, sweep in (("orphan", translations_sweep), ("re-run dispatch", reruns_redispatch)):
+            try:
+                await database_sync_to_async(sweep)()
+            except Exception as exc:  # noqa: BLE001 - the next round tries again
+                logger.warning("%s sweep failed: %s", name, type(exc).__name__)

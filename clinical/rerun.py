@@ -5,17 +5,25 @@ Source of the threshold: the product's design, "if confidence < 0.85,
 re-run in FP32" (``settings.CONFIDENCE_THRESHOLD``). A failed safety check
 (:mod:`clinical.safety`) queues the re-run too (issue 6); the translation's
 ``rerun_reason`` says which (:func:`clinical.quality.rerun_reasons`).
+
+Dispatch: the re-run's Celery task is sent to the broker once the
+translation's transaction commits; ``Rerun.dispatched_at`` records that the
+broker took it. A broker that cannot be reached then leaves it empty, and
+:func:`reruns_redispatch` (run by each replica's sweep and by ``manage.py
+translations_sweep``) sends it again later, so no re-run stays ``pending``
+for ever.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from datetime import timedelta
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from clinical import quality
@@ -42,17 +50,92 @@ def rerun_request(*, translation: Translation) -> Rerun:
     Celery task is enqueued with ``transaction.on_commit``, so a rolled-back
     translation never reaches the worker. Idempotent: an existing re-run of
     the same precision is returned as it is.
+
+    A broker that cannot be reached at commit never undoes the completed
+    translation: the re-run stays ``queued`` with ``dispatched_at`` empty
+    and :func:`reruns_redispatch` sends it later.
     """
     rerun, created = Rerun.objects.get_or_create(translation=translation, precision=RERUN_PRECISION)
     if created:
         translation.verification = Translation.Verification.PENDING
         translation.save(update_fields=["verification"])
-        from clinical.tasks import translation_verify
-
-        # robust: a broker that cannot be reached must not undo the completed
-        # translation (the re-run stays pending; see README "Faults").
-        transaction.on_commit(lambda: translation_verify.delay(translation.pk), robust=True)
+        rerun_id, translation_id, request_id = rerun.pk, translation.pk, translation.request_id
+        transaction.on_commit(lambda: rerun_dispatch(
+            rerun_id=rerun_id, translation_id=translation_id, request_id=request_id), robust=True)
     return rerun
+
+
+def _task_send(*, translation_id: int, request_id) -> bool:
+    """Send ``translation_verify(translation_id)`` to the broker.
+
+    Returns:
+        ``True`` when the broker took it; ``False`` when it could not be
+        reached (after Celery's own publish retries, about 1 s), logged as a
+        warning with the request id and the error's class only.
+    """
+    from clinical.tasks import translation_verify
+
+    try:
+        translation_verify.delay(translation_id)
+    except Exception as exc:  # noqa: BLE001 - any failure leaves it to reruns_redispatch
+        logger.warning("re-run of request %s not dispatched, broker unreachable (%s); "
+                       "the sweep will send it again", request_id, type(exc).__name__)
+        return False
+    return True
+
+
+def rerun_dispatch(*, rerun_id: int, translation_id: int, request_id) -> bool:
+    """Send a re-run's task to the broker and record ``dispatched_at``
+    (called on commit by :func:`rerun_request`). Never raises.
+
+    Returns:
+        ``True`` when the broker took the task. If the broker took it but
+        ``dispatched_at`` could not be written (database gone meanwhile),
+        the sweep sends it once more; the task is idempotent.
+    """
+    if not _task_send(translation_id=translation_id, request_id=request_id):
+        return False
+    try:
+        Rerun.objects.filter(pk=rerun_id, dispatched_at__isnull=True).update(dispatched_at=timezone.now())
+    except DatabaseError as exc:
+        logger.warning("re-run of request %s dispatched but not recorded (%s)", request_id, type(exc).__name__)
+    return True
+
+
+def reruns_redispatch(*, older_than_s: float | None = None, limit: int = 100) -> int:
+    """Send again the re-runs whose task never reached the broker.
+
+    Candidates are ``queued`` re-runs with ``dispatched_at`` empty, created
+    more than ``older_than_s`` seconds ago (default
+    ``settings.RERUN_REDISPATCH_GRACE_S``), oldest first, at most ``limit``
+    per call. Each is locked (``SELECT ... FOR UPDATE SKIP LOCKED``) while
+    its task is sent and ``dispatched_at`` is set in the same transaction,
+    so replicas sweeping at the same time send each one once: a locked row
+    is skipped, and a committed one no longer matches. If the broker is
+    still unreachable the first failure is logged (request id only) and the
+    rest are left for the next round.
+
+    Returns:
+        The number of re-runs dispatched by this call.
+    """
+    grace_s = settings.RERUN_REDISPATCH_GRACE_S if older_than_s is None else older_than_s
+    cutoff = timezone.now() - timedelta(seconds=grace_s)
+    dispatched: list[int] = []
+    with transaction.atomic():
+        candidates = list(
+            Rerun.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(status=Rerun.Status.QUEUED, dispatched_at__isnull=True, enqueued_at__lt=cutoff)
+            .order_by("enqueued_at", "pk")
+            .values_list("pk", "translation_id", "translation__request_id")[:limit])
+        for rerun_id, translation_id, request_id in candidates:
+            if not _task_send(translation_id=translation_id, request_id=request_id):
+                break
+            dispatched.append(rerun_id)
+        if dispatched:
+            Rerun.objects.filter(pk__in=dispatched).update(dispatched_at=timezone.now())
+    if dispatched:
+        logger.warning("re-run sweep: %d re-run(s) dispatched again after a failed dispatch", len(dispatched))
+    return len(dispatched)
 
 
 @transaction.atomic
@@ -143,7 +226,7 @@ def rerun_execute(*, translation_id: int) -> Rerun | None:
         inference.EngineError: generation failed (the task retries).
     """
     from clinical.rerun_engine import rerun_engine_get, run_in_engine_loop
-    from clinical.services import translation_messages  # services imports this module
+    from clinical.generation import translation_messages  # imports services, which imports this module
 
     rerun = rerun_start(translation_id=translation_id)
     if rerun is None:

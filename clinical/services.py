@@ -1,4 +1,7 @@
-"""Business logic: writes (sync, keyword-only, atomic) and the streaming run.
+"""Business logic: admitting a request (validation, rate limit, engine
+queue, refusals) and the writes (sync, keyword-only, atomic) that create and
+finalise a translation. The streaming run itself is in
+:mod:`clinical.generation`.
 
 Views, the WebSocket consumer and management commands call these functions;
 they hold no logic of their own.
@@ -6,12 +9,9 @@ they hold no logic of their own.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 import unicodedata
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
@@ -23,18 +23,15 @@ from django.utils import timezone
 from limits.errors import StorageError
 from redis.exceptions import RedisError
 
-from clinical import audit, drain, glossary, metrics, quality, ratelimit, replica, rerun
-from clinical.log import request_id_var
+from clinical import audit, drain, glossary, metrics, quality, ratelimit, rerun
 from clinical.models import Translation
-from inference.base import Delta, Engine, EngineBusy, EngineInfo, GenerationParams
-from inference.confidence import sequence_confidence
+from inference.base import EngineBusy, EngineInfo
 from inference.prompts import (
     DEFAULT_LANGUAGE,
     DEFAULT_READING_LEVEL,
     LANGUAGES,
     PROMPT_VERSION,
     READING_LEVELS,
-    build_messages,
 )
 
 logger = logging.getLogger(__name__)
@@ -298,131 +295,3 @@ def _quality_store(row: Translation) -> None:
     row.safety_missing = measured.safety.missing_dicts()
     row.glossary = [term.as_dict() for term in
                     glossary.glossary_terms(row.input_text, max_terms=settings.GLOSSARY_MAX_TERMS)]
-
-
-@dataclass
-class StreamMeter:
-    """Turns a stream of deltas into :class:`TranslationFigures`.
-
-    ``received_ns`` is ``time.monotonic_ns()`` when the server received the
-    request; TTFT is measured to the first delta carrying a token.
-    """
-
-    received_ns: int
-    admitted_ns: int | None = None
-    first_token_ns: int | None = None
-    prompt_tokens: int | None = None
-    finish_reason: str = ""
-    logprobs: list[float] = field(default_factory=list)
-
-    def observe(self, delta: Delta) -> None:
-        now = time.monotonic_ns()
-        if delta.admitted_ns is not None:
-            self.admitted_ns = delta.admitted_ns
-        if delta.prompt_tokens is not None:
-            self.prompt_tokens = delta.prompt_tokens
-        if self.first_token_ns is None and (delta.token_logprobs or delta.text):
-            self.first_token_ns = now
-        self.logprobs.extend(delta.token_logprobs)
-        if delta.finish_reason:
-            self.finish_reason = delta.finish_reason
-
-    def figures(self, *, end_ns: int | None = None) -> TranslationFigures:
-        end_ns = end_ns or time.monotonic_ns()
-
-        def ms(at: int | None) -> float | None:
-            return None if at is None else round((at - self.received_ns) / 1e6, 2)
-
-        return TranslationFigures(
-            queue_wait_ms=ms(self.admitted_ns),
-            ttft_ms=ms(self.first_token_ns),
-            total_ms=ms(end_ns),
-            tokens_in=self.prompt_tokens,
-            tokens_out=len(self.logprobs),
-            confidence=sequence_confidence(self.logprobs),
-            finish_reason=self.finish_reason,
-        )
-
-
-def translation_messages(translation: Translation) -> list[dict[str, str]]:
-    """The chat messages for a translation, with its reading level and
-    language (the fast run and the full-precision re-run use the same)."""
-    return build_messages(translation.input_text, reading_level=translation.reading_level,
-                          language=translation.language)
-
-
-_finish_async = database_sync_to_async(translation_finish)
-
-
-async def translation_generate(
-    *,
-    translation: Translation,
-    engine: Engine,
-    on_token: Callable[[str], Awaitable[None]] | None = None,
-    received_ns: int,
-    max_tokens: int | None = None,
-) -> Translation:
-    """Stream a pending translation through ``engine`` and finalise its row,
-    holding this replica's lease on it meanwhile (:mod:`clinical.replica`).
-    See :func:`_translation_generate`."""
-    async with replica.translation_lease(translation):
-        return await _translation_generate(translation=translation, engine=engine, on_token=on_token,
-                                           received_ns=received_ns, max_tokens=max_tokens)
-
-
-async def _translation_generate(
-    *,
-    translation: Translation,
-    engine: Engine,
-    on_token: Callable[[str], Awaitable[None]] | None = None,
-    received_ns: int,
-    max_tokens: int | None = None,
-) -> Translation:
-    """Stream a pending translation through ``engine`` and finalise its row.
-
-    Each piece of text is passed to ``on_token`` as it arrives (callers
-    that only want the end result pass none). The row ends
-    ``completed`` (with confidence and figures), ``error`` (engine failure;
-    the partial text is kept) or, when the calling task is cancelled,
-    ``cancelled`` after the engine request is aborted.
-
-    Returns:
-        The finalised translation.
-
-    Raises:
-        asyncio.CancelledError: re-raised after the row is finalised.
-    """
-    request_id = str(translation.request_id)
-    request_id_var.set(request_id)
-    meter = StreamMeter(received_ns=received_ns)
-    parts: list[str] = []
-    params = GenerationParams(max_tokens=max_tokens or settings.MAX_OUTPUT_TOKENS,
-                              ignore_eos=settings.INFERENCE_IGNORE_EOS)
-    try:
-        async for delta in engine.generate(request_id, translation_messages(translation), params):
-            meter.observe(delta)
-            if delta.text:
-                parts.append(delta.text)
-                if on_token is not None:
-                    await on_token(delta.text)
-    except asyncio.CancelledError:
-        await engine.abort(request_id)
-        meter.finish_reason = "abort"
-        await asyncio.shield(_finish_async(
-            translation_id=translation.pk, status=Translation.Status.CANCELLED,
-            output_text="".join(parts), figures=meter.figures()))
-        logger.info("translation cancelled after %d tokens", len(meter.logprobs))
-        raise
-    except Exception as exc:  # noqa: BLE001 - any failure ends the row in error
-        logger.error("translation failed: %s", type(exc).__name__)
-        return await _finish_async(
-            translation_id=translation.pk, status=Translation.Status.ERROR,
-            output_text="".join(parts), figures=meter.figures(),
-            error_class=type(exc).__name__)
-    done = await _finish_async(
-        translation_id=translation.pk, status=Translation.Status.COMPLETED,
-        output_text="".join(parts).strip(), figures=meter.figures())
-    logger.info("translation completed tokens=%s ttft_ms=%s total_ms=%s",
-                done.tokens_out, done.ttft_ms, done.total_ms)
-    return done
-

@@ -251,6 +251,13 @@ RERUN_SOFT_TIME_LIMIT_S = int(os.environ.get("RERUN_SOFT_TIME_LIMIT_S", "900"))
 RERUN_TIME_LIMIT_S = int(os.environ.get("RERUN_TIME_LIMIT_S", "960"))
 RERUN_MAX_RETRIES = int(os.environ.get("RERUN_MAX_RETRIES", "3"))
 RERUN_RETRY_BACKOFF_S = int(os.environ.get("RERUN_RETRY_BACKOFF_S", "5"))
+# A re-run whose task never reached the broker (broker unreachable when the
+# translation completed; Rerun.dispatched_at empty) is sent again by the sweep
+# (clinical.rerun.reruns_redispatch, every ORPHAN_SWEEP_INTERVAL_S on each
+# replica, and manage.py translations_sweep) once it is older than this many
+# seconds. It must exceed the time a first dispatch may take (Celery's publish
+# retries, about 1 s), so that the sweep does not race it.
+RERUN_REDISPATCH_GRACE_S = float(os.environ.get("RERUN_REDISPATCH_GRACE_S", "30"))
 
 # --- Reading level, safety check and glossary (clinical/quality.py) -----------
 # A failed safety check (clinical/safety.py) queues the full-precision re-run

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -202,3 +203,42 @@ def celery_worker_process(stack_env, tmp_path):
     yield start
     for worker in workers:
         worker.stop()
+
+
+class PrivateRedis:
+    """A redis-server of this test alone (no persistence), so it can be
+    killed and restarted (on the same port, empty) without touching the
+    shared one."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = _free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.workdir = workdir
+        self.process: subprocess.Popen | None = None
+        self.start()
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.workdir)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if redis.Redis.from_url(self.url).ping():
+                    return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise TimeoutError("redis-server did not start")
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+@pytest.fixture
+def private_redis(tmp_path):
+    """A :class:`PrivateRedis`, killed at teardown."""
+    server = PrivateRedis(tmp_path)
+    yield server
+    server.kill()

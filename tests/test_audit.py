@@ -126,7 +126,7 @@ async def test_input_text_appears_in_no_log_record_at_debug(clinician, caplog):
         engine_set(None)
         await engine.shutdown()
     assert frames[-1]["type"] == "done"
-    assert any(r.name == "clinical.services" for r in caplog.records)
+    assert any(r.name == "clinical.generation" for r in caplog.records)
     logged = "\n".join(f"{r.getMessage()} {r.args!r}" for r in caplog.records)
     assert text not in logged and text[:30] not in logged
     tagged = {getattr(r, "request_id", None) for r in caplog.records if r.name.startswith("clinical")}

@@ -6,60 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import time
-from pathlib import Path
 
 import httpx
 import psycopg
 import pytest
-import redis
 from django.conf import settings
 from django.db import connection
 from websockets.asyncio.client import connect
 
 from clinical.models import APIClient, AuditEvent, Translation
-from tests.conftest import _free_port, in_thread
+from tests.conftest import in_thread
 from tests.data import laymaker_sentences
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
-
-
-class PrivateRedis:
-    """A redis-server of this test alone (no persistence), so it can be
-    killed and restarted without touching the shared one."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.port = _free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.workdir = workdir
-        self.process: subprocess.Popen | None = None
-        self.start()
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.workdir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                if redis.Redis.from_url(self.url).ping():
-                    return
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise TimeoutError("redis-server did not start")
-
-    def kill(self) -> None:
-        self.process.kill()
-        self.process.wait()
-
-
-@pytest.fixture
-def private_redis(tmp_path):
-    server = PrivateRedis(tmp_path)
-    yield server
-    server.kill()
 
 
 async def open_socket(server, session: str):

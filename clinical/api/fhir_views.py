@@ -10,7 +10,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions, parsers, renderers
 from rest_framework.response import Response
 
-from clinical import fhir, selectors, services
+from clinical import fhir, generation, selectors
 from clinical.api.errors import as_api_exception
 from clinical.api.flow import APIRefusal, api_refusal_audit, api_translation_accept
 from clinical.models import Translation
@@ -63,7 +63,7 @@ class PlainLanguageOperationView(APIView):
             return Response(fhir.operation_outcome(ISSUE_BY_STATUS.get(refusal.status, "exception"),
                                                    refusal.detail),
                             status=refusal.status, headers=refusal.headers)
-        done = await services.translation_generate(translation=translation, engine=engine,
+        done = await generation.translation_generate(translation=translation, engine=engine,
                                                    received_ns=received_ns)
         if done.status != Translation.Status.COMPLETED:
             return Response(fhir.operation_outcome("exception", "The translation failed and was recorded."),

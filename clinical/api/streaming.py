@@ -21,7 +21,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.http import StreamingHttpResponse
 from rest_framework.renderers import BaseRenderer
 
-from clinical import glossary_services, selectors, services
+from clinical import generation, glossary_services, selectors
 from clinical.models import Translation
 
 _END = object()
@@ -62,7 +62,7 @@ async def _events(translation: Translation, engine, received_ns: int) -> AsyncIt
 
     async def run() -> Translation:
         try:
-            return await services.translation_generate(
+            return await generation.translation_generate(
                 translation=translation, engine=engine, on_token=on_token, received_ns=received_ns)
         finally:
             queue.put_nowait(_END)

@@ -20,7 +20,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
-from clinical import glossary_services, selectors, services
+from clinical import generation, glossary_services, selectors
 from clinical.api.flow import APIRefusal, api_refusal_audit, api_translation_accept
 from clinical.api.serializers import ErrorSerializer, TranslationRequestSerializer, TranslationSerializer
 from clinical.api.streaming import EventStreamRenderer, translation_event_stream
@@ -74,7 +74,7 @@ class TranslationCreateView(APIView):
                                                 received_ns=received_ns)
             response["Location"] = location
             return response
-        run = services.translation_generate(translation=translation, engine=engine, received_ns=received_ns)
+        run = generation.translation_generate(translation=translation, engine=engine, received_ns=received_ns)
         if not wait:
             _spawn(_then_glossary(run, engine))
             data = await database_sync_to_async(selectors.translation_api_view)(translation=translation)

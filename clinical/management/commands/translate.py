@@ -9,7 +9,7 @@ import time
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from clinical import services
+from clinical import generation, services
 from clinical.engine import engine_get
 from clinical.models import Translation
 
@@ -55,7 +55,7 @@ class Command(BaseCommand):
             self.stdout.flush()
 
         try:
-            return await services.translation_generate(
+            return await generation.translation_generate(
                 translation=row, engine=engine, on_token=write,
                 received_ns=time.monotonic_ns(), max_tokens=max_tokens)
         finally:
