@@ -65,8 +65,15 @@ class Plan:
             (0 = skipped).
         profile_requests: requests run under py-spy per stack (0 = none).
         threads: CPU threads of llama.cpp and torch (0 = all cores).
+        vllm_cpu_bind: cores each vLLM driver's worker binds to, by driver
+            kind (``VLLM_CPU_OMP_THREADS_BIND``; missing = vLLM's ``auto``,
+            which binds every instance to the same core).
+        warmup_requests: unmeasured short requests per driver before it is
+            measured.
         quick: smoke run: start every driver at once (overlapping start-up
-            costs), then measure them one after another.
+            costs) and measure each, one at a time, as soon as it is ready
+            (measurements overlap other drivers' start-up: a smoke test of
+            the benchmark, not figures to compare).
     """
 
     sweep: tuple[int, ...] = (1, 2, 4, 8, 16)
@@ -82,6 +89,8 @@ class Plan:
     prefix_requests: int = 4
     profile_requests: int = 3
     threads: int = 1
+    warmup_requests: int = 2
+    vllm_cpu_bind: dict[str, str] = field(default_factory=dict)
     quick: bool = False
 
     def requests_at(self, concurrency: int) -> int:
@@ -95,8 +104,11 @@ class Plan:
 
 
 QUICK = Plan(sweep=(1, 2), requests_per_client=1, min_requests=2, short_tokens=16, long_tokens=16,
-             long_requests=1, naive_short_requests=2, poisson_requests=2, prefix_requests=0,
-             profile_requests=0, quick=True)
+             long_requests=1, naive_short_requests=2, poisson_requests=2, poisson_load=6.0, prefix_requests=0,
+             profile_requests=0, warmup_requests=1, quick=True,
+             # The in-process engine is measured while the other two load:
+             # keep it off their core.
+             vllm_cpu_bind={"bare": "1", "server": "0", "stack": "0"})
 
 
 
@@ -121,7 +133,8 @@ async def measure_driver(driver: Driver, plan: Plan, workloads: dict[str, Worklo
     runs: list[dict] = []
     short, long = workloads["short"], workloads["long"]
     naive = driver.kind == "naive"
-    await closed_loop(driver, short, 1, 2, offset=len(short.texts) - 2)  # warm-up, not measured
+    warmup = plan.warmup_requests
+    await closed_loop(driver, short, 1, warmup, offset=len(short.texts) - warmup)  # not measured
     used = 0  # texts of the short workload used so far
     for c in (1,) if naive else plan.sweep:
         n = plan.naive_short_requests if naive else plan.requests_at(c)
@@ -206,10 +219,11 @@ class Context:
 
 def make_drivers(ctx: Context, engine: str) -> list[Driver]:
     logs = ctx.out / "logs"
-    threads = ctx.plan.threads
-    return [BareDriver(engine, threads=threads),
-            StackDriver(engine, env=ctx.stack_env, sessions=ctx.sessions, log_dir=logs, threads=threads),
-            ServerDriver(engine, log_dir=logs, threads=threads)]
+    threads, bind = ctx.plan.threads, ctx.plan.vllm_cpu_bind
+    return [BareDriver(engine, threads=threads, cpu_bind=bind.get("bare", "")),
+            StackDriver(engine, env=ctx.stack_env, sessions=ctx.sessions, log_dir=logs, threads=threads,
+                        cpu_bind=bind.get("stack", "")),
+            ServerDriver(engine, log_dir=logs, threads=threads, cpu_bind=bind.get("server", ""))]
 
 
 async def start(driver: Driver, workloads: dict[str, Workload]) -> Driver:
@@ -239,8 +253,9 @@ async def measure(ctx: Context, driver: Driver, workloads: dict[str, Workload], 
 async def run_all(ctx: Context) -> None:
     """Full run: start, measure and stop one driver at a time, so nothing
     else of the benchmark runs while a driver is measured. Quick run: start
-    every driver at once (the engines' start-up, mostly imports, overlaps),
-    then measure them one after another."""
+    every driver at once (the engines' start-up, mostly imports, overlaps)
+    and measure each, one at a time, as soon as it is ready, while the
+    others still start."""
     # transformers' lazy imports are not thread safe: import what the
     # drivers use before any of them starts in a thread.
     from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: F401
@@ -250,15 +265,16 @@ async def run_all(ctx: Context) -> None:
     drivers = [d for engine in ctx.engines for d in make_drivers(ctx, engine)] + [
         NaiveDriver(threads=ctx.plan.threads)]
     if ctx.plan.quick:
-        # Subprocess drivers first: the in-process vLLM start blocks the loop a while.
-        order = sorted(drivers, key=lambda d: d.kind == "bare")
+        starting = [asyncio.create_task(start(d, workloads)) for d in drivers]
         try:
-            await asyncio.gather(*(start(d, workloads) for d in order))
+            for ready in asyncio.as_completed(starting):
+                await measure(ctx, await ready, workloads, rates)
         except BaseException:
+            for task in starting:
+                task.cancel()
+            await asyncio.gather(*starting, return_exceptions=True)
             await asyncio.gather(*(d.stop() for d in drivers), return_exceptions=True)
             raise
-        for driver in drivers:
-            await measure(ctx, driver, workloads, rates)
         return
     for driver in drivers:
         try:
@@ -310,6 +326,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     plan = dataclasses.replace(QUICK if args.quick else Plan(), threads=args.threads)
+    if (os.cpu_count() or 1) < 2:
+        plan = dataclasses.replace(plan, vllm_cpu_bind={})  # one core: nothing to spread
     out: Path = args.out
     (out / "logs").mkdir(parents=True, exist_ok=True)
     scratch = None

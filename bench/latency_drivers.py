@@ -81,12 +81,16 @@ class Driver(abc.ABC):
         settings: engine and process settings recorded in the report.
         threads: CPU threads for llama.cpp and torch (0 = all cores, the
             product's default); vLLM on CPU binds its own (one core here).
+        cpu_bind: the cores vLLM's worker binds to (``VLLM_CPU_OMP_THREADS_BIND``).
     """
 
     kind: str
     engine: str
     settings: dict
     threads: int = 0
+    #: vLLM's ``VLLM_CPU_OMP_THREADS_BIND`` for this driver's engine
+    #: ("" = vLLM's own choice, ``auto``).
+    cpu_bind: str = ""
 
     async def start(self) -> None:
         """Load the model (not timed)."""
@@ -111,9 +115,11 @@ class BareDriver(Driver):
 
     kind = "bare"
 
-    def __init__(self, engine: str, *, enable_prefix_caching: bool = True, threads: int = 0) -> None:
+    def __init__(self, engine: str, *, enable_prefix_caching: bool = True, threads: int = 0,
+                 cpu_bind: str = "") -> None:
         self.engine = engine
         self.threads = threads
+        self.cpu_bind = cpu_bind
         self.enable_prefix_caching = enable_prefix_caching
         self._engine = None
         self.settings = {}
@@ -123,6 +129,10 @@ class BareDriver(Driver):
 
         paths = model_paths()
         model = paths["gguf"] if self.engine == "llamacpp" else paths["hf"]
+        if self.engine == "vllm" and self.cpu_bind:
+            # Read by the engine-core process this process spawns; the
+            # subprocess drivers set their own in their environment.
+            os.environ["VLLM_CPU_OMP_THREADS_BIND"] = self.cpu_bind
         if self.engine == "vllm" and not self.enable_prefix_caching:
             from inference.vllm_engine import VllmEngine
 
@@ -181,9 +191,10 @@ class ServerDriver(Driver):
 
     kind = "server"
 
-    def __init__(self, engine: str, *, log_dir: Path, threads: int = 0) -> None:
+    def __init__(self, engine: str, *, log_dir: Path, threads: int = 0, cpu_bind: str = "") -> None:
         self.engine = engine
         self.threads = threads
+        self.cpu_bind = cpu_bind
         self.log_dir = log_dir
         self.server: ServerProcess | None = None
         self.client: httpx.AsyncClient | None = None
@@ -205,7 +216,8 @@ class ServerDriver(Driver):
                 "--served-model-name", MODEL_ALIAS, "--host", "127.0.0.1", "--port", "{port}",
                 "--dtype", "float32", "--max-model-len", str(N_CTX), "--enforce-eager",
                 "--enable-prefix-caching", "--disable-log-stats"], \
-            {"VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+            {"VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+             "VLLM_CPU_OMP_THREADS_BIND": self.cpu_bind or "auto"}
 
     async def start(self) -> None:
         command, extra_env = self.command()

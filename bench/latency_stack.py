@@ -44,9 +44,10 @@ class StackDriver(Driver):
     kind = "stack"
 
     def __init__(self, engine: str, *, env: dict[str, str], sessions: list[str], log_dir: Path,
-                 threads: int = 0) -> None:
+                 threads: int = 0, cpu_bind: str = "") -> None:
         self.engine = engine
         self.threads = threads
+        self.cpu_bind = cpu_bind
         self.env = env
         self.sessions = sessions
         self.log_dir = log_dir
@@ -64,8 +65,15 @@ class StackDriver(Driver):
             "INFERENCE_MODEL": paths["gguf"] if self.engine == "llamacpp" else paths["hf"],
             "INFERENCE_N_CTX": str(N_CTX),
             "INFERENCE_THREADS": str(self.threads),
+            "VLLM_CPU_OMP_THREADS_BIND": self.cpu_bind or "auto",
             "MAX_OUTPUT_TOKENS": str(max_tokens),
             "INFERENCE_IGNORE_EOS": "1" if ignore_eos else "",
+            # The same engine work as the other drivers: no glossary
+            # definitions generated after the text (up to GLOSSARY_MAX_TOKENS
+            # more tokens per translation, which would hold the engine
+            # while the next request waits); the page then shows the
+            # vocabulary's definitions.
+            "GLOSSARY_GENERATE": "0",
             # Out of the way: this measures the stack, not its refusals.
             "ENGINE_MAX_QUEUE": "256",
             "TRANSLATE_RATE_PER_USER": "1000000/minute",
@@ -92,7 +100,7 @@ class StackDriver(Driver):
         self._output = wanted
         self.settings = {**response.json(), "engine_log": engine_log_facts(server.logs()),
                          **{k: env[k] for k in ("MAX_OUTPUT_TOKENS", "INFERENCE_IGNORE_EOS", "ENGINE_MAX_QUEUE",
-                                                 "INFERENCE_THREADS")}}
+                                                 "INFERENCE_THREADS", "GLOSSARY_GENERATE")}}
 
     async def _socket(self):
         from websockets.asyncio.client import connect
