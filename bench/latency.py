@@ -56,6 +56,9 @@ class Plan:
         sweep: concurrency levels of the closed-loop sweep (short workload).
         requests_per_client: requests each client sends at a level, at
             least ``min_requests`` and at most ``max_requests`` in all.
+        single_client_requests: requests at concurrency 1, where the
+            targets' P95s are read (10 samples: P95 interpolates between
+            the two slowest).
         short_tokens / long_tokens: fixed output lengths (tokens).
         long_requests: requests of the long workload (one client).
         naive_short_requests: the naive baseline's short requests (one client).
@@ -80,9 +83,10 @@ class Plan:
     requests_per_client: int = 1
     min_requests: int = 3
     max_requests: int = 16
+    single_client_requests: int = 10
     short_tokens: int = 32
     long_tokens: int = 256
-    long_requests: int = 1
+    long_requests: int = 3
     naive_short_requests: int = 2
     poisson_requests: int = 6
     poisson_load: float = 1.5
@@ -94,6 +98,8 @@ class Plan:
     quick: bool = False
 
     def requests_at(self, concurrency: int) -> int:
+        if concurrency == 1:
+            return self.single_client_requests
         return max(self.min_requests, min(self.max_requests, concurrency * self.requests_per_client))
 
     def workloads(self) -> dict[str, Workload]:
@@ -103,7 +109,8 @@ class Plan:
         }
 
 
-QUICK = Plan(sweep=(1, 2), requests_per_client=1, min_requests=2, short_tokens=16, long_tokens=16,
+QUICK = Plan(sweep=(1, 2), requests_per_client=1, min_requests=2, single_client_requests=2,
+             short_tokens=16, long_tokens=16,
              long_requests=1, naive_short_requests=2, poisson_requests=2, poisson_load=6.0, prefix_requests=0,
              profile_requests=0, warmup_requests=1, quick=True,
              # The in-process engine is measured while the other two load:
