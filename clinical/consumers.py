@@ -208,7 +208,10 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
     async def send_glossary(self, translation: Translation, engine) -> None:
         """After ``done``: the engine writes plain definitions of the
         glossary terms, then a ``glossary`` frame carries them (a new
-        translate frame cancels this step, see start_translation)."""
+        translate frame cancels this step, see start_translation). It is
+        background work: on a one-at-a-time engine another clinician's
+        translation stops it, and then no frame follows (the ``done``
+        frame's vocabulary definitions stand)."""
         before = list(translation.glossary or [])
         terms = await glossary_services.translation_glossary_explain(translation=translation, engine=engine)
         if terms != before:

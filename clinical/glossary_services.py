@@ -14,7 +14,7 @@ from django.db import transaction
 
 from clinical import glossary
 from clinical.models import Translation
-from inference.base import Engine, EngineBusy, GenerationParams, generate_text
+from inference.base import Engine, EngineBusy, EnginePreempted, GenerationParams, generate_text
 from inference.prompts import glossary_messages, glossary_parse
 
 logger = logging.getLogger(__name__)
@@ -34,9 +34,18 @@ async def translation_glossary_explain(*, translation: Translation, engine: Engi
     language and reading level) and store them; terms it did not define
     keep their vocabulary definition.
 
+    The request is background work (``GenerationParams.background``): it
+    yields to other clinicians' translations. On the one-at-a-time
+    llama.cpp engine it waits behind queued translations and is stopped at
+    its next token when a translation arrives while it runs, so another
+    clinician's time to first token never includes this step; on vLLM it is
+    batched with a lower priority.
+
     Skipped (the vocabulary glossary is returned as it is) when
     ``GLOSSARY_GENERATE`` is off, there are no terms, or the engine's queue
-    is full; an engine failure is logged and skipped the same way.
+    is full; likewise when the engine preempts it for a translation (logged
+    at INFO with the request id only); an engine failure is logged and
+    skipped the same way.
 
     Returns:
         The glossary as stored.
@@ -56,10 +65,13 @@ async def translation_glossary_explain(*, translation: Translation, engine: Engi
     messages = glossary_messages(terms, reading_level=translation.reading_level, language=translation.language)
     try:
         text, _ = await generate_text(engine, request_id, messages,
-                                      GenerationParams(max_tokens=settings.GLOSSARY_MAX_TOKENS))
+                                      GenerationParams(max_tokens=settings.GLOSSARY_MAX_TOKENS, background=True))
     except asyncio.CancelledError:
         await engine.abort(request_id)
         raise
+    except EnginePreempted:
+        logger.info("glossary generation gave way to a translation request_id=%s", request_id)
+        return current
     except Exception as exc:  # noqa: BLE001 - the vocabulary definitions stay
         logger.error("glossary generation failed: %s", type(exc).__name__)
         return current

@@ -6,6 +6,6 @@ through :func:`inference.factory.create_engine` and the
 :class:`inference.base.Engine` interface.
 """
 
-from inference.base import Delta, Engine, EngineError, EngineInfo, GenerationParams
+from inference.base import Delta, Engine, EngineError, EngineInfo, EnginePreempted, GenerationParams
 
-__all__ = ["Delta", "Engine", "EngineError", "EngineInfo", "GenerationParams"]
+__all__ = ["Delta", "Engine", "EngineError", "EngineInfo", "EnginePreempted", "GenerationParams"]

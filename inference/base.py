@@ -31,6 +31,23 @@ class EngineBusy(EngineError):
         self.retry_after_s = retry_after_s
 
 
+class EnginePreempted(EngineError):
+    """A background request (``GenerationParams.background``) was stopped
+    so that an interactive request could run; nothing is retried.
+
+    Raised from the background request's stream at its next token after an
+    interactive request arrived. The deltas already yielded stay valid but
+    are incomplete (no ``finish_reason``). Only engines that run one request
+    at a time raise it (llama.cpp, and the fake engine when ``serial``);
+    batching engines run background work alongside instead.
+    """
+
+    def __init__(self, request_id: str, tokens: int) -> None:
+        super().__init__(f"background request {request_id} preempted after {tokens} tokens")
+        self.request_id = request_id
+        self.tokens = tokens
+
+
 @dataclass(frozen=True, slots=True)
 class GenerationParams:
     """Sampling settings for one request.
@@ -41,11 +58,21 @@ class GenerationParams:
             diagnosis gives the same explanation).
         ignore_eos: keep generating until ``max_tokens`` (benchmarks use it
             for fixed output lengths).
+        background: best-effort work that yields to interactive requests
+            (the glossary step after a translation). On an engine that runs
+            one request at a time, queued interactive requests go before
+            queued background ones, and an interactive request that arrives
+            while a background one runs stops it at its next token: that
+            stream raises :class:`EnginePreempted`. vLLM schedules it with a
+            lower priority instead (see :class:`inference.vllm_engine.VllmEngine`).
+            Default ``False``: an interactive request (a clinician waiting
+            for the translation).
     """
 
     max_tokens: int = 256
     temperature: float = 0.0
     ignore_eos: bool = False
+    background: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +209,8 @@ class Engine(abc.ABC):
             :class:`Delta` objects; the last has ``finish_reason`` set.
 
         Raises:
+            EnginePreempted: ``params.background`` and an interactive
+                request took the engine (serial engines only).
             EngineError: generation failed.
 
         Cancelling the consuming task (or closing the iterator) aborts the
@@ -211,6 +240,7 @@ async def generate_text(
         probability per generated token.
 
     Raises:
+        EnginePreempted: a background request gave way to an interactive one.
         EngineError: generation failed.
     """
     pieces: list[str] = []

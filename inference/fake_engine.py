@@ -3,15 +3,22 @@
 It streams a fixed answer word by word with fixed logprobs and an optional
 delay per token, can be told to fail after N tokens, and honours abort. It is
 never used outside tests and benchmarks of the web stack.
+
+By default it runs every request at once (like a batching engine). With
+``serial=True`` it schedules like the llama.cpp engine: one request at a
+time, interactive requests first in arrival order, and a running background
+request (``GenerationParams.background``) stopped at its next token, with
+:class:`~inference.base.EnginePreempted`, when an interactive one arrives.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
 from collections.abc import AsyncIterator, Sequence
 
-from inference.base import Delta, Engine, EngineError, EngineInfo, GenerationParams
+from inference.base import Delta, Engine, EngineError, EngineInfo, EnginePreempted, GenerationParams
 
 
 class FakeEngine(Engine):
@@ -23,17 +30,34 @@ class FakeEngine(Engine):
         fail_after: raise :class:`EngineError` after this many tokens.
         answer: a fixed answer instead of the echo (tests of the safety
             check use one that drops a fact).
+        serial: one request at a time with llama.cpp's priorities (see the
+            module docstring) instead of all at once.
+
+    Attributes:
+        aborted: request ids passed to :meth:`abort`.
+        active: request ids queued or streaming.
+        admitted: request ids in the order they began streaming.
+        preempted: background request ids stopped for an interactive one
+            (``serial`` only).
     """
 
     def __init__(self, *, token_delay_s: float = 0.0, logprob: float = -0.05,
-                 fail_after: int | None = None, answer: str | None = None) -> None:
+                 fail_after: int | None = None, answer: str | None = None,
+                 serial: bool = False) -> None:
         self.answer = answer
         self.token_delay_s = token_delay_s
         self.logprob = logprob
         self.fail_after = fail_after
+        self.serial = serial
         self.info = EngineInfo(engine="fake", model="fake-echo", precision="none", device="cpu")
         self.aborted: set[str] = set()
         self.active: set[str] = set()
+        self.admitted: list[str] = []
+        self.preempted: set[str] = set()
+        # serial mode: waiters by priority (key: background) and the runner.
+        self._waiting: dict[bool, collections.deque[tuple[str, asyncio.Future]]] = {
+            False: collections.deque(), True: collections.deque()}
+        self._running: tuple[str, bool] | None = None
 
     def queue_depth(self) -> int:
         return len(self.active)
@@ -47,21 +71,67 @@ class FakeEngine(Engine):
         messages: Sequence[dict[str, str]],
         params: GenerationParams,
     ) -> AsyncIterator[Delta]:
+        """See :meth:`Engine.generate`.
+
+        Raises:
+            EnginePreempted: ``serial``, ``params.background`` and an
+                interactive request arrived before this one finished.
+            EngineError: ``fail_after`` tokens were streamed.
+        """
         await self.start()
         words = (self.answer or "Plain words: " + messages[-1]["content"]).split(" ")
         words = words[: params.max_tokens]
-        admitted_ns = time.monotonic_ns()
         self.active.add(request_id)
         try:
-            async for delta in self._stream(request_id, words, messages, params, admitted_ns):
-                yield delta
+            if self.serial:
+                await self._acquire(request_id, params.background)
+            try:
+                admitted_ns = time.monotonic_ns()
+                self.admitted.append(request_id)
+                async for delta in self._stream(request_id, words, messages, params, admitted_ns):
+                    yield delta
+            finally:
+                if self.serial:
+                    self._release()
         finally:
             self.active.discard(request_id)
+
+    async def _acquire(self, request_id: str, background: bool) -> None:
+        """serial: wait for the engine (interactive first, FIFO within a
+        priority); an interactive arrival preempts a running background job."""
+        if self._running is None and not self._waiting[False] and not (background and self._waiting[True]):
+            self._running = (request_id, background)
+            return
+        if not background and self._running is not None and self._running[1]:
+            self.preempted.add(self._running[0])
+        turn = asyncio.get_running_loop().create_future()
+        self._waiting[background].append((request_id, turn))
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self._release()  # handed the engine as we left: pass it on
+            else:
+                self._waiting[background].remove((request_id, turn))
+            raise
+
+    def _release(self) -> None:
+        self._running = None
+        waiting = self._waiting[False] or self._waiting[True]
+        while waiting:
+            request_id, turn = waiting.popleft()
+            if not turn.done():
+                self._running = (request_id, waiting is self._waiting[True])
+                turn.set_result(None)
+                return
+            waiting = self._waiting[False] or self._waiting[True]
 
     async def _stream(self, request_id, words, messages, params, admitted_ns):
         for index, word in enumerate(words):
             if request_id in self.aborted:
                 return
+            if request_id in self.preempted:
+                raise EnginePreempted(request_id, index)
             if self.fail_after is not None and index >= self.fail_after:
                 raise EngineError("fake engine failure")
             await asyncio.sleep(self.token_delay_s)

@@ -2,9 +2,24 @@
 
 A ``llama_cpp.Llama`` object is not thread safe and decodes one sequence at a
 time, so this engine serialises every request through a single worker
-thread: requests run one after another in arrival order (FIFO) and the time
-a request waits for that thread is its queue wait. Requests are never
-batched; concurrent callers are queued, not run in parallel.
+thread: requests run one after another and the time a request waits for that
+thread is its queue wait. Requests are never batched; concurrent callers are
+queued, not run in parallel.
+
+Two priorities (``GenerationParams.background``):
+
+* interactive requests (the default) run in arrival order (FIFO), before
+  every queued background request;
+* a background request (the glossary step) runs only when no interactive
+  request is queued, and one that is running when an interactive request
+  arrives is stopped at its next token, exactly like an abort: its stream
+  raises :class:`~inference.base.EnginePreempted`. It is not requeued: its
+  partial output is of no use, a restart would evaluate its prompt again
+  and could be stopped again by the next clinician, and its caller has a
+  fallback (the glossary keeps the vocabulary definitions). So an
+  interactive request waits at most for the running background request's
+  current step (one token, or its prompt evaluation if it is still in it),
+  never for the rest of its generation.
 
 Log-probabilities come from our own greedy decode loop over ``Llama.eval``
 and the last row of logits (log-softmax of the sampled token). The library's
@@ -16,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import collections
 import concurrent.futures
 import logging
 import os
@@ -26,7 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from inference.base import Delta, Engine, EngineError, EngineInfo, GenerationParams
+from inference.base import Delta, Engine, EngineError, EngineInfo, EnginePreempted, GenerationParams
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +57,9 @@ class _Job:
     loop: asyncio.AbstractEventLoop
     queue: asyncio.Queue
     cancelled: threading.Event = field(default_factory=threading.Event)
+    #: Set (under the engine's lock) on a running background job when an
+    #: interactive job arrives; the worker stops it at its next token.
+    preempted: threading.Event = field(default_factory=threading.Event)
 
     def emit(self, item: object) -> None:
         self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
@@ -77,8 +96,9 @@ class LlamaCppEngine(Engine):
             :meth:`Engine.admit`); ``None`` = unbounded.
 
     Not thread safe by itself: all model access happens on the engine's one
-    worker thread. Abort takes effect at the next token; a prompt already
-    being evaluated finishes its evaluation first.
+    worker thread. Abort, and preemption of a background request by an
+    interactive one (see the module docstring), take effect at the next
+    token; a prompt already being evaluated finishes its evaluation first.
     """
 
     def __init__(
@@ -109,6 +129,12 @@ class LlamaCppEngine(Engine):
         self._llm = None
         self._formatter = None
         self._jobs: dict[str, _Job] = {}
+        # Jobs waiting for the worker thread, by priority (key: background),
+        # and the job it runs; guarded by _lock (event loop and worker).
+        self._lock = threading.Lock()
+        self._waiting: dict[bool, collections.deque[_Job]] = {
+            False: collections.deque(), True: collections.deque()}
+        self._running: _Job | None = None
         self._instruction_tokens: dict[str, list[int]] = {}
 
     # -- lifecycle ---------------------------------------------------------
@@ -160,12 +186,28 @@ class LlamaCppEngine(Engine):
         messages: Sequence[dict[str, str]],
         params: GenerationParams,
     ) -> AsyncIterator[Delta]:
+        """See :meth:`Engine.generate`.
+
+        Raises:
+            EnginePreempted: ``params.background`` and an interactive request
+                arrived before this one finished (deltas already yielded
+                stay, without a ``finish_reason``).
+            EngineError: duplicate ``request_id``, prompt plus
+                ``max_tokens`` longer than ``n_ctx``, or a llama.cpp failure.
+        """
         await self.start()
         if request_id in self._jobs:
             raise EngineError(f"duplicate request id {request_id}")
         job = _Job(request_id, messages, params, asyncio.get_running_loop(), asyncio.Queue())
         self._jobs[request_id] = job
-        future = job.loop.run_in_executor(self._executor, self._run, job)
+        self._enqueue(job)
+        try:
+            # One worker call per queued job; each takes the most urgent job.
+            future = job.loop.run_in_executor(self._executor, self._run_next)
+        except BaseException:
+            self._dequeue(job)
+            self._jobs.pop(request_id, None)
+            raise
         try:
             while True:
                 item = await job.queue.get()
@@ -186,8 +228,40 @@ class LlamaCppEngine(Engine):
             job.cancelled.set()
 
     def queue_depth(self) -> int:
-        """Requests waiting for the worker thread plus the one it runs."""
+        """Requests waiting for the worker thread plus the one it runs
+        (background ones included)."""
         return len(self._jobs)
+
+    def _enqueue(self, job: _Job) -> None:
+        """Queue ``job`` by priority; an interactive job stops a running
+        background one (at its next token)."""
+        with self._lock:
+            self._waiting[job.params.background].append(job)
+            running = self._running
+            if not job.params.background and running is not None and running.params.background:
+                running.preempted.set()
+
+    def _dequeue(self, job: _Job) -> None:
+        with self._lock:
+            try:
+                self._waiting[job.params.background].remove(job)
+            except ValueError:
+                pass
+
+    def _run_next(self) -> None:
+        """Runs on the worker thread: take the oldest interactive job, else
+        the oldest background one, and run it."""
+        with self._lock:
+            waiting = self._waiting[False] or self._waiting[True]
+            if not waiting:  # cannot happen: one call per queued job
+                return
+            job = waiting.popleft()
+            self._running = job
+        try:
+            self._run(job)
+        finally:
+            with self._lock:
+                self._running = None
 
     def _run(self, job: _Job) -> None:
         """Runs on the worker thread: decode ``job`` and emit its deltas."""
@@ -196,6 +270,9 @@ class LlamaCppEngine(Engine):
             if not job.cancelled.is_set():
                 self._decode(job)
                 self.record_request_seconds(time.perf_counter() - started)
+        except EnginePreempted as exc:
+            logger.debug("background request preempted request_id=%s tokens=%d", job.request_id, exc.tokens)
+            job.emit(exc)
         except EngineError as exc:
             job.emit(exc)
         except Exception as exc:  # noqa: BLE001 - surfaced to the caller
@@ -218,6 +295,8 @@ class LlamaCppEngine(Engine):
                 f"prompt of {len(tokens)} tokens plus {job.params.max_tokens} output "
                 f"tokens exceeds the context window of {self.n_ctx}"
             )
+        if job.preempted.is_set():  # before evaluating a prompt in vain
+            raise EnginePreempted(job.request_id, 0)
         # Reuse the KV cache of the shared instructions (every message but the
         # last), never more: llama.cpp is not batch-invariant, so a prompt
         # tail evaluated token by token can flip a near-tie greedy choice
@@ -236,6 +315,8 @@ class LlamaCppEngine(Engine):
         for produced in range(params.max_tokens):
             if job.cancelled.is_set():
                 return
+            if job.preempted.is_set():
+                raise EnginePreempted(job.request_id, produced)
             logits = np.ctypeslib.as_array(
                 llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n_vocab,)
             )

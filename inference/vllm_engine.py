@@ -6,6 +6,18 @@ test suite) it runs the same code path in the configured dtype with
 ``enforce_eager``. vLLM batches concurrent requests continuously, so many
 clinicians are served at once without queueing behind each other.
 
+Background requests (``GenerationParams.background``, the glossary step) are
+batched too, so they never hold an interactive request back the way they
+would on the one-at-a-time llama.cpp engine; they are never preempted with
+:class:`~inference.base.EnginePreempted`. vLLM's own priority scheduling
+(``scheduling_policy="priority"``) still ranks them behind interactive
+requests: they get priority 1, interactive ones 0 (lower runs first), so
+when the batch is full (``max_num_seqs``) waiting interactive requests are
+admitted first, and when KV-cache blocks run out a background request is
+the one vLLM evicts (and later recomputes). Among interactive requests
+(all priority 0) the order stays by arrival, as with vLLM's default
+``"fcfs"`` policy.
+
 Start-up spawns the engine-core process: scripts that create this engine
 need an ``if __name__ == "__main__"`` guard.
 """
@@ -98,6 +110,9 @@ class VllmEngine(Engine):
             enforce_eager=(not on_gpu) if enforce_eager is None else enforce_eager,
             tensor_parallel_size=tensor_parallel_size,
             disable_log_stats=True,
+            # Background requests rank behind interactive ones (see the
+            # module docstring); equal priorities keep the FCFS order.
+            scheduling_policy="priority",
         )
         if speculative_model:
             self.engine_kwargs["speculative_config"] = (
@@ -160,6 +175,12 @@ class VllmEngine(Engine):
         messages: Sequence[dict[str, str]],
         params: GenerationParams,
     ) -> AsyncIterator[Delta]:
+        """See :meth:`Engine.generate`; ``params.background`` sends the
+        request with vLLM priority 1 (interactive: 0).
+
+        Raises:
+            EngineError: vLLM failed (the engine died, a bad prompt).
+        """
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
@@ -177,7 +198,8 @@ class VllmEngine(Engine):
         first = True
         try:
             async for output in self._llm.generate(
-                TokensPrompt(prompt_token_ids=prompt_ids), sampling, request_id
+                TokensPrompt(prompt_token_ids=prompt_ids), sampling, request_id,
+                priority=1 if params.background else 0,
             ):
                 completion = output.outputs[0]
                 logprobs = tuple(

@@ -35,7 +35,7 @@ def test_gpu_defaults_are_fp8_cuda_graphs_and_prefix_caching(pretend_cuda):
     assert engine.engine_kwargs == {
         "model": "/models/qwen-7b", "dtype": "auto", "quantization": "fp8", "max_model_len": 4096,
         "enable_prefix_caching": True, "enforce_eager": False, "tensor_parallel_size": 1,
-        "disable_log_stats": True, "gpu_memory_utilization": 0.9,
+        "disable_log_stats": True, "scheduling_policy": "priority", "gpu_memory_utilization": 0.9,
     }
     assert engine.info.precision == "fp8" and engine.info.device == "cuda"
 

@@ -112,3 +112,81 @@ async def test_a_full_queue_refuses_admission_with_a_retry_estimate(engine):
         engine.admit()  # room again
     finally:
         engine.max_queue = None
+
+
+async def stream_events(engine, request_id, text, events, **params):
+    """Collect ``request_id``'s deltas, appending ``(request_id, kind)`` to
+    the shared ``events`` as they arrive: ``"first"`` for the first delta,
+    ``"end"`` after the last, ``"preempted"`` when the engine preempts it."""
+    from inference.base import EnginePreempted
+
+    deltas = []
+    try:
+        async for delta in engine.generate(request_id, build_messages(text), GenerationParams(**params)):
+            if not deltas:
+                events.append((request_id, "first"))
+            deltas.append(delta)
+    except EnginePreempted:
+        events.append((request_id, "preempted"))
+        return deltas
+    events.append((request_id, "end"))
+    return deltas
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_an_interactive_request_preempts_a_running_background_one(engine):
+    """A long background request (the glossary step) is running when a
+    clinician's translation arrives: the translation starts at once, without
+    waiting for the background request's remaining tokens, and the
+    background caller gets EnginePreempted."""
+    sentences = laymaker_sentences()
+    events: list[tuple[str, str]] = []
+    background_tokens = 192
+
+    background = asyncio.create_task(stream_events(
+        engine, "glossary-bg", sentences[50], events,
+        max_tokens=background_tokens, ignore_eos=True, background=True))
+    while ("glossary-bg", "first") not in events:
+        await asyncio.sleep(0.005)
+    foreground = await stream_events(engine, "translate-fg", sentences[51], events,
+                                     max_tokens=12, ignore_eos=True)
+    partial = await background
+
+    assert ("glossary-bg", "preempted") in events
+    assert 1 <= len(partial) < background_tokens and all(d.finish_reason is None for d in partial)
+    assert len(foreground) == 12 and foreground[-1].finish_reason == "length"
+    # The foreground request began work after the background one stopped and
+    # well before the background one could have produced its 192 tokens.
+    assert events.index(("glossary-bg", "preempted")) < events.index(("translate-fg", "first"))
+    assert len(partial) < background_tokens // 4
+    assert engine.queue_depth() == 0
+    # The engine works on normally afterwards (its KV cache reused correctly).
+    again = await collect(engine, "after-preempt", sentences[51], max_tokens=12, ignore_eos=True)
+    assert [d.text for d in again] == [d.text for d in foreground]
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_queued_interactive_requests_go_first_in_arrival_order(engine):
+    """While an interactive request runs, a background request and then two
+    interactive ones queue: the interactive ones run next, in arrival order,
+    and the background one last, to the end (nothing preempts it then)."""
+    sentences = laymaker_sentences()
+    events: list[tuple[str, str]] = []
+    running = asyncio.create_task(stream_events(engine, "fg-1", sentences[60], events,
+                                                max_tokens=16, ignore_eos=True))
+    while ("fg-1", "first") not in events:
+        await asyncio.sleep(0.005)
+    background = asyncio.create_task(stream_events(engine, "bg", sentences[61], events,
+                                                   max_tokens=8, ignore_eos=True, background=True))
+    second = asyncio.create_task(stream_events(engine, "fg-2", sentences[62], events,
+                                               max_tokens=8, ignore_eos=True))
+    third = asyncio.create_task(stream_events(engine, "fg-3", sentences[63], events,
+                                              max_tokens=8, ignore_eos=True))
+    results = await asyncio.gather(running, background, second, third)
+
+    starts = [request_id for request_id, kind in events if kind == "first"]
+    assert starts == ["fg-1", "fg-2", "fg-3", "bg"]
+    assert all(kind == "end" for _, kind in events if kind != "first")
+    assert [sum(len(d.token_logprobs) for d in r) for r in results] == [16, 8, 8, 8]
+    admitted = [r[0].admitted_ns for r in results]
+    assert admitted[0] < admitted[2] < admitted[3] < admitted[1]

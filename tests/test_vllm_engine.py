@@ -98,3 +98,39 @@ async def test_two_requests_interleave_and_abort_stops_one(engine):
     assert survivor[-1].finish_reason == "length"
     assert 4 <= len(aborted) < 48
     assert aborted[-1].finish_reason in (None, "abort")
+
+
+async def test_background_requests_are_batched_at_a_lower_vllm_priority(engine):
+    """Background work (the glossary step) goes to vLLM's priority scheduler
+    with priority 1 (interactive: 0) and is batched alongside an interactive
+    request: both stream at once and neither is preempted."""
+    assert engine.engine_kwargs["scheduling_policy"] == "priority"
+    priorities: dict[str, int] = {}
+    generate = engine._llm.generate
+
+    def spy(prompt, sampling, request_id, **kwargs):
+        priorities[request_id] = kwargs.get("priority", 0)
+        return generate(prompt, sampling, request_id, **kwargs)
+
+    engine._llm.generate = spy  # an instance attribute over the class's method
+    order: list[str] = []
+    sentences = laymaker_sentences()
+
+    async def run(request_id: str, text: str, background: bool):
+        deltas = []
+        async for delta in engine.generate(request_id, build_messages(text), GenerationParams(
+                max_tokens=32, ignore_eos=True, background=background)):
+            deltas.append(delta)
+            order.append(request_id)
+        return deltas
+
+    try:
+        background, interactive = await asyncio.wait_for(asyncio.gather(
+            run("bg", sentences[40], True), run("fg", sentences[41], False)), timeout=120)
+    finally:
+        del engine._llm.generate  # the class's method again
+    assert priorities == {"bg": 1, "fg": 0}
+    for deltas in (background, interactive):
+        assert sum(len(d.token_logprobs) for d in deltas) == 32 and deltas[-1].finish_reason == "length"
+    last_bg = len(order) - 1 - order[::-1].index("bg")
+    assert order.index("fg") < last_bg  # interleaved: the two ran in one batch
