@@ -18,6 +18,7 @@ from clinical.models import Rerun, Translation
 from inference.models import smollm2_gguf_path, smollm2_hf_path
 from tests.conftest import in_thread
 from tests.data import laymaker_sentences
+from tests.frames import receive_until
 
 FINAL = ("verified", "verification_failed", "error", "cancelled")
 
@@ -25,15 +26,6 @@ FINAL = ("verified", "verification_failed", "error", "cancelled")
 async def open_socket(server, session):
     return connect(server.ws_url + "/ws/translate/", open_timeout=30, additional_headers={
         "Cookie": f"sessionid={session}", "Origin": server.base_url})
-
-
-async def receive_until(socket, types: tuple[str, ...], timeout: float) -> list[dict]:
-    frames = []
-    async with asyncio.timeout(timeout):
-        while True:
-            frames.append(json.loads(await socket.recv()))
-            if frames[-1]["type"] in types:
-                return frames
 
 
 # -- unit: the gate's decision, in-process ---------------------------------

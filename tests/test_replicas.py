@@ -32,6 +32,7 @@ from clinical import drain, replica, services
 from clinical.models import AuditEvent, Translation
 from tests.conftest import PASSWORD, ROOT, _free_port, in_thread
 from tests.data import laymaker_sentences
+from tests.frames import receive_until
 
 sys.path.insert(0, str(ROOT / "deploy"))
 import render_nginx  # noqa: E402
@@ -165,15 +166,6 @@ def login(base_url: str, username: str) -> str:
 def open_socket(server, session: str):
     return connect(server.ws_url + "/ws/translate/", open_timeout=30, additional_headers={
         "Cookie": f"sessionid={session}", "Origin": server.base_url})
-
-
-async def receive_until(socket, types: tuple[str, ...], timeout: float) -> list[dict]:
-    frames = []
-    async with asyncio.timeout(timeout):
-        while True:
-            frames.append(json.loads(await socket.recv()))
-            if frames[-1]["type"] in types:
-                return frames
 
 
 def translation_audits(request_id) -> list[AuditEvent]:

@@ -26,6 +26,7 @@ from clinical.rerun import reruns_redispatch
 from clinical.selectors import translation_api_view
 from tests.conftest import ROOT, in_thread
 from tests.data import laymaker_sentences
+from tests.frames import receive_until
 
 
 def finish_below_threshold(user) -> Translation:
@@ -86,15 +87,6 @@ def test_a_first_dispatch_that_reaches_the_broker_is_recorded(clinician, django_
 
 
 # -- live: broker down at enqueue, sweep after it is back, real worker -------
-
-async def receive_until(socket, types: tuple[str, ...], timeout: float) -> list[dict]:
-    frames = []
-    async with asyncio.timeout(timeout):
-        while True:
-            frames.append(json.loads(await socket.recv()))
-            if frames[-1]["type"] in types:
-                return frames
-
 
 async def sweep_command(env: dict[str, str]) -> int:
     """``manage.py translations_sweep --rerun-grace 0`` in its own process
