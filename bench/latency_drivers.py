@@ -95,6 +95,10 @@ class Driver(abc.ABC):
     async def start(self) -> None:
         """Load the model (not timed)."""
 
+    async def prepare(self, workload: Workload) -> None:
+        """Get ready for ``workload`` before a run's clock starts (not
+        timed); the stack restarts Daphne when the output settings change."""
+
     @abc.abstractmethod
     async def request(self, text: str, workload: Workload) -> RequestResult:
         """Run one request for ``text`` and time it; never raises for a

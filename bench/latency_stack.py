@@ -114,8 +114,11 @@ class StackDriver(Driver):
             self.server.ws_url + "/ws/translate/", open_timeout=60, max_size=2**22,
             additional_headers={"Cookie": f"sessionid={session}", "Origin": self.server.base_url})
 
-    async def request(self, text: str, workload: Workload) -> RequestResult:
+    async def prepare(self, workload: Workload) -> None:
         await self.ensure(workload)
+
+    async def request(self, text: str, workload: Workload) -> RequestResult:
+        await self.ensure(workload)  # a no-op after prepare()
         socket = await self._socket()
         result = RequestResult(sent_s=time.perf_counter())
         reusable = False

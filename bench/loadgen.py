@@ -18,6 +18,7 @@ async def closed_loop(driver, workload: Workload, concurrency: int, n: int,
     """``concurrency`` clients, each sending its next request when the
     previous one ends, ``n`` requests in all, on texts ``offset``,
     ``offset + 1``, ... of the workload. Returns (results, wall s)."""
+    await driver.prepare(workload)  # a Daphne restart is not part of the wall time
     texts = workload.texts
     counter = iter(range(n))
     results: list[RequestResult] = []
@@ -36,6 +37,7 @@ async def poisson(driver, workload: Workload, rate: float, n: int, seed: int = 8
     """``n`` requests arriving as a Poisson process of ``rate`` requests/s
     (exponential gaps, fixed seed), each sent at its arrival time whatever
     is still running. Returns (results, wall s)."""
+    await driver.prepare(workload)
     gaps = np.random.default_rng(seed).exponential(1 / rate, n)
     arrivals = np.cumsum(gaps) - gaps[0]
     started = time.perf_counter()
