@@ -19,6 +19,8 @@ be resumed (``--resume``).
 
     .venv/bin/python -m bench quality                 # full run
     .venv/bin/python -m bench.quality --limit 3 --cochrane 1 --engine fake --out /tmp/q
+    .venv/bin/python -m bench quality --cochrane -1 --shard 0/2 &   # two processes,
+    .venv/bin/python -m bench quality --cochrane -1 --shard 1/2     # one cache file
 
 writes ``<out>.md`` and ``<out>.json`` (default ``docs/quality/quality-report``).
 """
@@ -58,9 +60,13 @@ def cochrane_pairs() -> list[tuple[str, str]]:
 
 
 async def run_system(inputs: list[tuple[str, str]], *, engine_name: str, model: str, max_tokens: int,
-                     cache: Path, resume: bool, threads: int = 0) -> tuple[list[dict], dict]:
+                     cache: Path, resume: bool, threads: int = 0,
+                     shard: tuple[int, int] = (0, 1)) -> tuple[list[dict], dict]:
     """Generate an output for each ``(key, text)``; cached rows are reused
-    with ``resume``. Returns ``(rows, engine facts)``."""
+    with ``resume``. With ``shard=(k, n)`` only inputs at positions ``i``
+    with ``i % n == k`` are generated (several processes sharing one cache
+    file, each appending whole lines). Returns ``(rows that exist, engine
+    facts)``: shorter than ``inputs`` when another shard's rows are missing."""
     from inference.base import GenerationParams, generate_text
     from inference.confidence import sequence_confidence
     from inference.factory import EngineConfig, create_engine
@@ -71,7 +77,7 @@ async def run_system(inputs: list[tuple[str, str]], *, engine_name: str, model: 
         for line in cache.read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
             done[row["key"]] = row
-    todo = [(k, t) for k, t in inputs if k not in done]
+    todo = [(k, t) for i, (k, t) in enumerate(inputs) if k not in done and i % shard[1] == shard[0]]
     facts: dict = {"engine": engine_name, "cached_rows": len(inputs) - len(todo)}
     if engine_name == "llamacpp":  # what create_engine will load (also when every row is cached)
         from inference import models
@@ -97,7 +103,14 @@ async def run_system(inputs: list[tuple[str, str]], *, engine_name: str, model: 
                 out.flush()
                 print(f"[{index + 1}/{len(todo)}] {key} {row['tokens']} tokens {row['ms']:.0f} ms", flush=True)
         await engine.shutdown()
-    return [done[k] for k, _ in inputs], facts
+    return [done[k] for k, _ in inputs if k in done], facts
+
+
+def _shard(value: str) -> tuple[int, int]:
+    k, _, n = value.partition("/")
+    if not (k.isdigit() and n.isdigit() and 0 <= int(k) < int(n)):
+        raise argparse.ArgumentTypeError("expected K/N with 0 <= K < N, e.g. 0/2")
+    return int(k), int(n)
 
 
 def score(name: str, sources: list[str], outputs: list[str], references: list[str], *,
@@ -159,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="llama.cpp threads (0 = all cores; 1 is faster on a busy machine)")
     parser.add_argument("--out", default="docs/quality/quality-report")
     parser.add_argument("--resume", action="store_true", help="reuse outputs cached by an earlier run")
+    parser.add_argument("--shard", type=_shard, default=(0, 1), metavar="K/N",
+                        help="generate only every N-th input from the K-th (parallel processes on one "
+                             "cache; implies --resume); score when every row exists")
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clinical.settings")
 
@@ -173,8 +189,13 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     generated, facts = asyncio.run(run_system(inputs, engine_name=args.engine, model=args.model,
                                               max_tokens=args.max_tokens, threads=args.threads,
-                                              cache=Path(f"{out}-outputs.jsonl"), resume=args.resume))
+                                              cache=Path(f"{out}-outputs.jsonl"),
+                                              resume=args.resume or args.shard[1] > 1, shard=args.shard))
     facts["generation_s"] = round(time.perf_counter() - started, 1)
+    if len(generated) < len(inputs):
+        print(f"{len(inputs) - len(generated)} outputs belong to other shards; run again with --resume "
+              "once they are done to write the report")
+        return 0
     by_key = {g["key"]: g for g in generated}
 
     sources = [r["ORIGINAL"] for r in rows]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from bench import quality
 
 
@@ -39,3 +41,25 @@ def test_a_resumed_run_reuses_cached_outputs(tmp_path):
     report = json.loads(out.with_suffix(".json").read_text())
     assert report["engine"]["cached_rows"] == 2 and report["cochrane"] == []
     assert len((tmp_path / "quality-outputs.jsonl").read_text().splitlines()) == 2
+
+
+def test_shards_share_one_cache_and_only_the_complete_set_is_scored(tmp_path):
+    """Two ``--shard`` runs split the inputs; the report appears once every
+    row exists."""
+    out = tmp_path / "quality"
+    args = ["--limit", "3", "--cochrane", "1", "--engine", "fake", "--out", str(out)]
+    assert quality.main([*args, "--shard", "1/2"]) == 0
+    cache = tmp_path / "quality-outputs.jsonl"
+    assert [json.loads(line)["key"] for line in cache.read_text().splitlines()] == ["laymaker-2", "cochrane-1"]
+    assert not out.with_suffix(".json").exists()
+
+    assert quality.main([*args, "--shard", "0/2"]) == 0
+    assert sorted(json.loads(line)["key"] for line in cache.read_text().splitlines()) == [
+        "cochrane-1", "laymaker-1", "laymaker-2", "laymaker-3"]
+    report = json.loads(out.with_suffix(".json").read_text())
+    assert report["engine"]["cached_rows"] == 2 and report["laymaker"][0]["n"] == 3
+
+
+def test_a_malformed_shard_is_refused():
+    with pytest.raises(SystemExit):
+        quality.main(["--engine", "fake", "--shard", "2/2"])
