@@ -92,21 +92,6 @@ async def translation_generate(
 ) -> Translation:
     """Stream a pending translation through ``engine`` and finalise its row,
     holding this replica's lease on it meanwhile (:mod:`clinical.replica`).
-    See :func:`_translation_generate`."""
-    async with replica.translation_lease(translation):
-        return await _translation_generate(translation=translation, engine=engine, on_token=on_token,
-                                           received_ns=received_ns, max_tokens=max_tokens)
-
-
-async def _translation_generate(
-    *,
-    translation: Translation,
-    engine: Engine,
-    on_token: Callable[[str], Awaitable[None]] | None = None,
-    received_ns: int,
-    max_tokens: int | None = None,
-) -> Translation:
-    """Stream a pending translation through ``engine`` and finalise its row.
 
     Each piece of text is passed to ``on_token`` as it arrives (callers
     that only want the end result pass none). The row ends
@@ -120,37 +105,37 @@ async def _translation_generate(
     Raises:
         asyncio.CancelledError: re-raised after the row is finalised.
     """
-    request_id = str(translation.request_id)
-    request_id_var.set(request_id)
-    meter = StreamMeter(received_ns=received_ns)
-    parts: list[str] = []
-    params = GenerationParams(max_tokens=max_tokens or settings.MAX_OUTPUT_TOKENS,
-                              ignore_eos=settings.INFERENCE_IGNORE_EOS)
-    try:
-        async for delta in engine.generate(request_id, translation_messages(translation), params):
-            meter.observe(delta)
-            if delta.text:
-                parts.append(delta.text)
-                if on_token is not None:
-                    await on_token(delta.text)
-    except asyncio.CancelledError:
-        await engine.abort(request_id)
-        meter.finish_reason = "abort"
-        await asyncio.shield(_finish_async(
-            translation_id=translation.pk, status=Translation.Status.CANCELLED,
-            output_text="".join(parts), figures=meter.figures()))
-        logger.info("translation cancelled after %d tokens", len(meter.logprobs))
-        raise
-    except Exception as exc:  # noqa: BLE001 - any failure ends the row in error
-        logger.error("translation failed: %s", type(exc).__name__)
-        return await _finish_async(
-            translation_id=translation.pk, status=Translation.Status.ERROR,
-            output_text="".join(parts), figures=meter.figures(),
-            error_class=type(exc).__name__)
-    done = await _finish_async(
-        translation_id=translation.pk, status=Translation.Status.COMPLETED,
-        output_text="".join(parts).strip(), figures=meter.figures())
-    logger.info("translation completed tokens=%s ttft_ms=%s total_ms=%s",
-                done.tokens_out, done.ttft_ms, done.total_ms)
-    return done
-
+    async with replica.translation_lease(translation):
+        request_id = str(translation.request_id)
+        request_id_var.set(request_id)
+        meter = StreamMeter(received_ns=received_ns)
+        parts: list[str] = []
+        params = GenerationParams(max_tokens=max_tokens or settings.MAX_OUTPUT_TOKENS,
+                                  ignore_eos=settings.INFERENCE_IGNORE_EOS)
+        try:
+            async for delta in engine.generate(request_id, translation_messages(translation), params):
+                meter.observe(delta)
+                if delta.text:
+                    parts.append(delta.text)
+                    if on_token is not None:
+                        await on_token(delta.text)
+        except asyncio.CancelledError:
+            await engine.abort(request_id)
+            meter.finish_reason = "abort"
+            await asyncio.shield(_finish_async(
+                translation_id=translation.pk, status=Translation.Status.CANCELLED,
+                output_text="".join(parts), figures=meter.figures()))
+            logger.info("translation cancelled after %d tokens", len(meter.logprobs))
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure ends the row in error
+            logger.error("translation failed: %s", type(exc).__name__)
+            return await _finish_async(
+                translation_id=translation.pk, status=Translation.Status.ERROR,
+                output_text="".join(parts), figures=meter.figures(),
+                error_class=type(exc).__name__)
+        done = await _finish_async(
+            translation_id=translation.pk, status=Translation.Status.COMPLETED,
+            output_text="".join(parts).strip(), figures=meter.figures())
+        logger.info("translation completed tokens=%s ttft_ms=%s total_ms=%s",
+                    done.tokens_out, done.ttft_ms, done.total_ms)
+        return done
