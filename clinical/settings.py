@@ -278,7 +278,22 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ROUTES = {"clinical.tasks.translation_verify": {"queue": "rerun"}}
+# A broker that stops answering without closing the connection (failover,
+# a firewall dropping packets) must not hold the thread that publishes a
+# re-run, which the translation's end waits on: each socket connect and read
+# gives up after this many seconds (kombu's default is to wait forever), and
+# a publish is tried at most 1 + CELERY_PUBLISH_MAX_RETRIES times, so the
+# worst case is about 3 x 3 s. The re-run is then left to the sweep
+# (RERUN_REDISPATCH_GRACE_S). The worker's BRPOP returns every second, well
+# inside the timeout.
+CELERY_BROKER_TIMEOUT_S = float(os.environ.get("CELERY_BROKER_TIMEOUT_S", "3"))
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": int(os.environ.get("CELERY_PUBLISH_MAX_RETRIES", "2")),
+    "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2,
+}
 CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "socket_timeout": CELERY_BROKER_TIMEOUT_S,
+    "socket_connect_timeout": CELERY_BROKER_TIMEOUT_S,
     # An unacknowledged task is handed to another worker after this long: it
     # must exceed the longest task (the hard time limit).
     "visibility_timeout": int(os.environ.get("RERUN_VISIBILITY_TIMEOUT_S", str(RERUN_TIME_LIMIT_S + 240))),

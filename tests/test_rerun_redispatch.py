@@ -164,3 +164,41 @@ async def test_a_rerun_whose_enqueue_failed_is_redispatched_once_and_verified(
         assert (api["verified"], api["verification"], api["text"]) == (True, "verified", verified["text"])
     await in_thread(check_database)
     assert broker.llen(stack_env["CELERY_KEY_PREFIX"] + "rerun") == 0
+
+
+# -- a broker that accepts connections and never answers ----------------------
+
+def test_a_publish_to_a_silent_broker_gives_up_and_leaves_the_rerun_to_the_sweep():
+    """A broker that stops answering without closing its connections (a
+    failover, a firewall dropping packets) used to hold the publishing thread,
+    and with it the translation's end, forever: kombu waits on the socket
+    unless ``socket_timeout`` is set. The publish must fail within the
+    configured bound so the sweep can send the re-run later."""
+    import socket
+    import subprocess
+    import time
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # the kernel completes connections; nothing ever replies
+    port = silent.getsockname()[1]
+    code = (
+        "import time, django; django.setup()\n"
+        "from clinical.rerun import _task_send\n"
+        "t = time.monotonic(); sent = _task_send(translation_id=1, request_id='silent-broker')\n"
+        "print(sent, round(time.monotonic() - t, 2))\n")
+    env = {**__import__("os").environ, "CELERY_BROKER_URL": f"redis://127.0.0.1:{port}/0",
+           "DJANGO_SETTINGS_MODULE": "clinical.settings"}
+    started = time.monotonic()
+    try:
+        done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=90)
+    finally:
+        silent.close()
+    sent, seconds = done.stdout.split()[-2:]
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert sent == "False"
+    # 3 attempts x CELERY_BROKER_TIMEOUT_S (3 s) and the retry intervals
+    assert float(seconds) < 3 * settings.CELERY_BROKER_TIMEOUT_S + 3, seconds
+    assert "silent-broker" in done.stderr and "not dispatched" in done.stderr
+    assert time.monotonic() - started < 90
