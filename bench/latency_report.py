@@ -80,6 +80,10 @@ def ratios(report: dict) -> dict:
                 "value": vs_server, "target": 1.0, "unit": "×", "better": "lower",
                 "met": vs_server is not None and vs_server <= 1.0,
                 "stack_p95_ms": _get(stack_long, "e2e_ms", "p95"), "server_p95_ms": _get(server_long, "e2e_ms", "p95"),
+                # where the difference comes from: the prompt read or the per-token path
+                **{f"{who}_{metric}_p50_ms": _get(run, f"{metric}_ms", "p50")
+                   for who, run in (("stack", stack_long), ("server", server_long), ("bare", bare_long))
+                   for metric in ("ttft", "tpot")},
             },
             "tokens_per_s_8_vs_1": {
                 "value": scaling, "target": 3.0, "unit": "×", "better": "higher",
@@ -169,7 +173,10 @@ def details(report: dict) -> list[str]:
             f"engine admission, the translation row's INSERT, the channel-layer group join), and the server "
             f"itself measures P50 {_fmt(o['stack_server_ttft_p50_ms'])} ms from receiving the frame to the "
             f"first token. E2E P95 on the long workload: stack {_fmt(s['stack_p95_ms'])} ms, own server "
-            f"{_fmt(s['server_p95_ms'])} ms. Tokens/s 1 → 8 clients: {_fmt(t['stack_1'])} → {_fmt(t['stack_8'])} "
+            f"{_fmt(s['server_p95_ms'])} ms; TTFT P50 (the prompt read) stack {_fmt(s.get('stack_ttft_p50_ms'))}, "
+            f"own server {_fmt(s.get('server_ttft_p50_ms'))}, bare {_fmt(s.get('bare_ttft_p50_ms'))} ms; "
+            f"TPOT P50 (per output token) stack {_fmt(s.get('stack_tpot_p50_ms'))}, own server "
+            f"{_fmt(s.get('server_tpot_p50_ms'))}, bare {_fmt(s.get('bare_tpot_p50_ms'))} ms. Tokens/s 1 → 8 clients: {_fmt(t['stack_1'])} → {_fmt(t['stack_8'])} "
             f"(bare engine {_fmt(t['bare'], '×')}). "
         )
         if not t["batching"]:

@@ -86,6 +86,10 @@ def test_quick_latency_run_reports_every_driver_and_engine(stack_env, tmp_path):
         assert 0 < ttft["p50"] <= ttft["p95"] <= ttft["p99"], label
         assert e2e["p50"] >= ttft["p50"] and e2e["p99"] >= ttft["p99"], label
         assert run["tpot_ms"]["p50"] > 0 and run["output_tokens_per_s"] > 0, label
+        if run["mode"] == "closed" and run["concurrency"] == 1:
+            # one request at a time: the wall time (tokens/s) holds the requests alone, no
+            # Daphne restart for another output length
+            assert run["wall_s"] <= run["requests"] * e2e["p99"] / 1000 + 1.0, label
         if run["workload"] == "long" and run["prompt_tokens_mean"] is not None:
             assert run["prompt_tokens_mean"] > 300, label  # a Cochrane abstract plus the prompt
     stack_requests = sum(r["requests"] for r in report["runs"] if r["driver"] == "stack")
