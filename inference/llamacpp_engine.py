@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from inference.base import Delta, Engine, EngineError, EngineInfo, EnginePreempted, GenerationParams
+from inference.llamacpp_prefix import PrefixSnapshots
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +95,9 @@ class LlamaCppEngine(Engine):
         seed: RNG seed used when ``temperature > 0``.
         max_queue: most requests queued or running (see
             :meth:`Engine.admit`); ``None`` = unbounded.
+        prefix_snapshots: KV-cache snapshots of instruction prefixes kept
+            (:mod:`inference.llamacpp_prefix`), so a translation after a
+            glossary job does not read its instructions again; 0 = none.
 
     Not thread safe by itself: all model access happens on the engine's one
     worker thread. Abort, and preemption of a background request by an
@@ -110,6 +114,7 @@ class LlamaCppEngine(Engine):
         precision: str = "gguf",
         seed: int = 0,
         max_queue: int | None = None,
+        prefix_snapshots: int = 8,
     ) -> None:
         self.max_queue = max_queue
         self.model_path = model_path
@@ -120,7 +125,8 @@ class LlamaCppEngine(Engine):
             model=os.path.basename(model_path),
             precision=precision,
             device="cpu",
-            settings={"n_ctx": n_ctx, "n_threads": self.n_threads, "batching": False},
+            settings={"n_ctx": n_ctx, "n_threads": self.n_threads, "batching": False,
+                      "prefix_snapshots": prefix_snapshots},
         )
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="llamacpp"
@@ -136,6 +142,7 @@ class LlamaCppEngine(Engine):
             False: collections.deque(), True: collections.deque()}
         self._running: _Job | None = None
         self._instruction_tokens: dict[str, list[int]] = {}
+        self.prefix_snapshots = PrefixSnapshots(prefix_snapshots)
 
     # -- lifecycle ---------------------------------------------------------
     async def _load(self) -> None:
@@ -302,9 +309,19 @@ class LlamaCppEngine(Engine):
         # tail evaluated token by token can flip a near-tie greedy choice
         # that the cold, batched evaluation made (seen on 2 of 4
         # laymaker-dev sentences when all but the last token were reused).
+        # The prefix is always evaluated on its own, then the rest, so a
+        # cold cache, a warm one and a restored snapshot give the same
+        # numbers; a prefix that is not cached comes back from a snapshot
+        # when one exists (a glossary job in between evicted it).
         cached = llm.input_ids[: llm.n_tokens]
-        shared = min(_common_prefix(cached, tokens), self._instructions_length(job.messages, tokens))
-        llm.n_tokens = min(shared, len(tokens) - 1)
+        instructions = min(self._instructions_length(job.messages, tokens), len(tokens) - 1)
+        shared = min(_common_prefix(cached, tokens), instructions)
+        if shared < instructions and self.prefix_snapshots.restore(llm, tokens[:instructions]):
+            shared = instructions
+        llm.n_tokens = shared
+        if shared < instructions:
+            llm.eval(tokens[shared:instructions])
+            self.prefix_snapshots.save(llm, tokens[:instructions])
         llm.eval(tokens[llm.n_tokens :])
 
         vocab = llm._model.vocab

@@ -190,3 +190,30 @@ async def test_queued_interactive_requests_go_first_in_arrival_order(engine):
     assert [sum(len(d.token_logprobs) for d in r) for r in results] == [16, 8, 8, 8]
     admitted = [r[0].admitted_ns for r in results]
     assert admitted[0] < admitted[2] < admitted[3] < admitted[1]
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_translation_after_a_glossary_job_gets_its_instructions_back_from_a_snapshot(engine):
+    """A glossary job evaluates other instructions and evicts the
+    translation's; the next translation writes them back from the KV-cache
+    snapshot instead of reading them again, and decodes exactly as an engine
+    with a cold cache does."""
+    from inference.prompts import glossary_messages
+
+    text = laymaker_sentences()[12]
+    cold = LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=2048, precision="q4_1", prefix_snapshots=0)
+    await cold.start()
+    try:
+        reference = [d.text for d in await collect(cold, "cold", text, max_tokens=16)]
+        assert cold.prefix_snapshots.restored == 0 and len(cold.prefix_snapshots) == 0
+    finally:
+        await cold.shutdown()
+
+    await collect(engine, "before", laymaker_sentences()[11], max_tokens=4)
+    async for _ in engine.generate("glossary", glossary_messages(["hypertension", "stent"]),
+                                   GenerationParams(max_tokens=8, background=True)):
+        pass
+    restored = engine.prefix_snapshots.restored
+    after = await collect(engine, "after", text, max_tokens=16)
+    assert engine.prefix_snapshots.restored == restored + 1
+    assert [d.text for d in after] == reference
