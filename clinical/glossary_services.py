@@ -58,7 +58,7 @@ async def translation_glossary_explain(*, translation: Translation, engine: Engi
     if not terms or not settings.GLOSSARY_GENERATE:
         return current
     try:
-        engine.admit()
+        engine.admit(background=True)
     except EngineBusy:
         return current
     request_id = f"{translation.request_id}-glossary"

@@ -139,25 +139,39 @@ class Engine(abc.ABC):
         """Requests queued or running now (the default engine keeps none)."""
         return 0
 
+    def interactive_queue_depth(self) -> int:
+        """Requests queued or running now that a new interactive request
+        waits for. Engines that run interactive requests before background
+        ones (and stop a running background one for them) count only the
+        interactive ones; by default, every request counts."""
+        return self.queue_depth()
+
     def record_request_seconds(self, seconds: float) -> None:
         """Feed one request's duration (s) into the wait estimate
         (exponentially weighted moving average, weight 0.2)."""
         self._request_s_ewma = 0.8 * self._request_s_ewma + 0.2 * seconds
 
-    def retry_after_s(self) -> int:
+    def retry_after_s(self, *, background: bool = False) -> int:
         """Estimated seconds until a slot frees up:
-        ``ceil(ewma_request_s * queue_depth / parallelism)``, at least 1."""
-        return max(1, math.ceil(self._request_s_ewma * self.queue_depth() / max(1, self.parallelism)))
+        ``ceil(ewma_request_s * depth / parallelism)``, at least 1, where
+        depth is :meth:`queue_depth` for background requests and
+        :meth:`interactive_queue_depth` for interactive ones."""
+        depth = self.queue_depth() if background else self.interactive_queue_depth()
+        return max(1, math.ceil(self._request_s_ewma * depth / max(1, self.parallelism)))
 
-    def admit(self) -> None:
+    def admit(self, *, background: bool = False) -> None:
         """Refuse a new request when the queue is full, instead of letting it
-        grow without bound.
+        grow without bound. Background requests count every request queued
+        or running; interactive ones only those they would wait for
+        (:meth:`interactive_queue_depth`), so queued background work never
+        turns a clinician's translation away.
 
         Raises:
-            EngineBusy: ``queue_depth() >= max_queue``.
+            EngineBusy: that depth ``>= max_queue``.
         """
-        if self.max_queue is not None and self.queue_depth() >= self.max_queue:
-            raise EngineBusy(self.retry_after_s())
+        depth = self.queue_depth() if background else self.interactive_queue_depth()
+        if self.max_queue is not None and depth >= self.max_queue:
+            raise EngineBusy(self.retry_after_s(background=background))
 
     async def start(self) -> None:
         """Load the model once. Idempotent and safe for concurrent callers;

@@ -239,6 +239,12 @@ class LlamaCppEngine(Engine):
         (background ones included)."""
         return len(self._jobs)
 
+    def interactive_queue_depth(self) -> int:
+        """Interactive requests waiting or running: the only ones a new
+        translation waits for (background ones go after it, and a running
+        one stops at its next token)."""
+        return sum(not job.params.background for job in list(self._jobs.values()))
+
     def _enqueue(self, job: _Job) -> None:
         """Queue ``job`` by priority; an interactive job stops a running
         background one (at its next token)."""

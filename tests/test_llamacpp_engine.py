@@ -114,6 +114,28 @@ async def test_a_full_queue_refuses_admission_with_a_retry_estimate(engine):
         engine.max_queue = None
 
 
+@pytest.mark.asyncio(loop_scope="module")
+async def test_queued_background_work_never_turns_a_translation_away(engine):
+    """Glossary jobs fill the queue for more glossary jobs, not for a
+    translation, which would run before them anyway."""
+    from inference.base import EngineBusy
+
+    engine.max_queue = 1
+    try:
+        stream = engine.generate("glossary-1", build_messages(laymaker_sentences()[41]),
+                                 GenerationParams(max_tokens=64, ignore_eos=True, background=True))
+        await stream.__anext__()
+        assert (engine.queue_depth(), engine.interactive_queue_depth()) == (1, 0)
+        with pytest.raises(EngineBusy):
+            engine.admit(background=True)
+        engine.admit()  # a translation is admitted
+        translation = await collect(engine, "after-glossary", laymaker_sentences()[42], max_tokens=4)
+        assert translation[-1].finish_reason in ("stop", "length")
+        await stream.aclose()
+    finally:
+        engine.max_queue = None
+
+
 async def stream_events(engine, request_id, text, events, **params):
     """Collect ``request_id``'s deltas, appending ``(request_id, kind)`` to
     the shared ``events`` as they arrive: ``"first"`` for the first delta,
