@@ -271,18 +271,18 @@ def render(report: dict) -> str:
     ]
     if report["cochrane"]:
         lines += ["", f"## Cochrane val (first {report['cochrane_n']} of {report['cochrane_total']} abstracts)", "",
-                  f"A subset: each abstract took a median {report['cochrane_ms_median'] / 1000:.0f} s here "
-                  "(about 450 input tokens, up to 256 output tokens, one request at a time on a 2-core machine "
-                  "shared with other jobs), so all of them did not fit the time available. The reference is "
+                  f"A subset, the rest still being generated (`--resume` and `--shard` carry on from the "
+                  f"cache): each abstract took a median {report['cochrane_ms_median'] / 1000:.0f} s here "
+                  "(about 450 input tokens, up to 256 output tokens, on a 2-core machine shared with other "
+                  "jobs; the later ones in two 1-thread processes at once, `--shard`). The reference is "
                   "the review's plain-language summary, written from the whole review rather than as a rewrite "
                   "of the abstract, so SARI and the safety check compare loosely related texts.", "",
                   *_table(report["cochrane"]), "",
                   f"Input FKGL (mean): {report['cochrane'][0]['input_fkgl']}. Missing safety items, this "
                   f"system: {report['cochrane'][0]['missing_by_kind']}."]
     lines += ["", f"Generation: {report['generation_s_sum']} s summed over inputs, median "
-                  f"{report['generation_ms_median']} ms per input, one request at a time "
-                  f"({report['engine'].get('cached_rows', 0)} outputs reused from the cache of an earlier, "
-                  "interrupted run).", "", *notes(report), ""]
+                  f"{report['generation_ms_median']} ms per input, one request at a time per process "
+                  f"({report['engine'].get('cached_rows', 0)} outputs reused from the cache of earlier runs).", "", *notes(report), ""]
     return "\n".join(lines)
 
 
