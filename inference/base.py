@@ -151,12 +151,15 @@ class Engine(abc.ABC):
         (exponentially weighted moving average, weight 0.2)."""
         self._request_s_ewma = 0.8 * self._request_s_ewma + 0.2 * seconds
 
+    def _depth_for(self, background: bool) -> int:
+        return self.queue_depth() if background else self.interactive_queue_depth()
+
     def retry_after_s(self, *, background: bool = False) -> int:
         """Estimated seconds until a slot frees up:
         ``ceil(ewma_request_s * depth / parallelism)``, at least 1, where
         depth is :meth:`queue_depth` for background requests and
         :meth:`interactive_queue_depth` for interactive ones."""
-        depth = self.queue_depth() if background else self.interactive_queue_depth()
+        depth = self._depth_for(background)
         return max(1, math.ceil(self._request_s_ewma * depth / max(1, self.parallelism)))
 
     def admit(self, *, background: bool = False) -> None:
@@ -169,7 +172,7 @@ class Engine(abc.ABC):
         Raises:
             EngineBusy: that depth ``>= max_queue``.
         """
-        depth = self.queue_depth() if background else self.interactive_queue_depth()
+        depth = self._depth_for(background)
         if self.max_queue is not None and depth >= self.max_queue:
             raise EngineBusy(self.retry_after_s(background=background))
 
