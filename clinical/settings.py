@@ -230,6 +230,10 @@ MAX_INPUT_CHARS = int(os.environ.get("MAX_INPUT_CHARS", "8000"))
 TRANSLATE_RATE_PER_USER = os.environ.get("TRANSLATE_RATE_PER_USER", "30/minute")
 # Frames one socket may send (any type) before further frames are refused.
 SOCKET_FRAME_RATE = os.environ.get("SOCKET_FRAME_RATE", "20/second")
+# Seconds an API client is told (Retry-After) to wait before polling again a
+# translation that is still being generated or verified. 2 s keeps a client
+# that follows it at 30 requests a minute, half the default client rate.
+API_POLL_AFTER_S = int(os.environ.get("API_POLL_AFTER_S", "2"))
 MAX_OUTPUT_TOKENS = int(os.environ.get("MAX_OUTPUT_TOKENS", "256"))
 # Source design: "if confidence < 0.85, re-run in FP32".
 CONFIDENCE_THRESHOLD = float(os.environ.get("CONFIDENCE_THRESHOLD", "0.85"))

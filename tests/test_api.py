@@ -34,6 +34,23 @@ def bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
+def poll(api: httpx.Client, location: str, key: str, *, until, timeout_s: float = 60) -> dict:
+    """GET ``location`` as a well-behaved EHR client does: wait the answer's
+    ``Retry-After`` between GETs, until ``until(body)`` holds. Every answer
+    must be 200: a client that follows ``Retry-After`` is never throttled."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        response = api.get(location, headers=bearer(key))
+        assert response.status_code == 200, (response.status_code, response.text)
+        body = response.json()
+        if until(body):
+            assert "Retry-After" not in response.headers or body["verification"] in ("pending", "running")
+            return body
+        assert time.monotonic() < deadline, body
+        assert int(response.headers["Retry-After"]) >= 1, body
+        time.sleep(int(response.headers["Retry-After"]))
+
+
 def test_no_token_is_401_with_a_bearer_challenge(api):
     response = api.post("/v1/translations/", json={"text": TEXT})
     assert response.status_code == 401
@@ -75,6 +92,7 @@ def test_post_waits_for_the_fast_result_and_audits_the_client(api, make_client):
     assert 0 < body["confidence"] <= 1 and body["ai_generated"] is True
     assert body["timings"]["ttft_ms"] <= body["timings"]["total_ms"]
     assert response.headers["Location"] == f"/api/v1/translations/{body['id']}/"
+    assert "Retry-After" not in response.headers  # nothing more to come
     event = in_worker_thread(lambda: AuditEvent.objects.select_related("actor_client").get())
     assert event.actor_client.name == "ehr-main" and event.actor == "api:ehr-main"
     assert event.source == "api" and str(event.request_id) == body["id"]
@@ -84,11 +102,9 @@ def test_wait_false_returns_202_and_a_location_to_poll(api, make_client):
     key = make_client()
     response = api.post("/v1/translations/?wait=false", json={"text": TEXT}, headers=bearer(key))
     assert response.status_code == 202 and response.json()["status"] == "pending"
+    assert int(response.headers["Retry-After"]) >= 1
     location = response.headers["Location"].removeprefix("/api")
-    deadline = time.monotonic() + 30
-    while (body := api.get(location, headers=bearer(key)).json())["status"] == "pending":
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    body = poll(api, location, key, until=lambda body: body["status"] != "pending")
     assert body["status"] == "completed" and body["text"] == "Plain words: " + TEXT
 
 
@@ -155,11 +171,10 @@ def test_polling_reaches_the_verified_full_precision_text(daphne_server, celery_
         assert first["verification"] in ("pending", "running", "verified"), first
         if not first["verified"]:
             assert first["text"] == first["fast_text"] == "Plain words: " + TEXT
+        if not first["verified"]:
+            assert int(created.headers["Retry-After"]) >= 1
         location = created.headers["Location"].removeprefix("/api")
-        deadline = time.monotonic() + 60
-        while not (body := api.get(location, headers=bearer(key)).json())["verified"]:
-            assert time.monotonic() < deadline, body
-            time.sleep(0.2)
+        body = poll(api, location, key, until=lambda body: body["verified"])
     assert body["verification"] == "verified"
     assert body["text"] == body["verified_text"] and body["fast_text"] == "Plain words: " + TEXT
     assert body["timings"]["rerun_ms"] > 0 and body["verified_confidence"] is not None

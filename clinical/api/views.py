@@ -13,6 +13,7 @@ import time
 
 from adrf.views import APIView
 from channels.db import database_sync_to_async
+from django.conf import settings
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
@@ -46,7 +47,10 @@ class TranslationCreateView(APIView):
                     "`glossary` (`{id, terms}`) once the engine has written plain definitions of the "
                     "input's medical terms. Without streaming, the definitions follow the response: "
                     "poll GET to read them.",
-        responses={201: TranslationSerializer, 202: TranslationSerializer,
+        responses={201: OpenApiResponse(TranslationSerializer, description="The fast text; `Retry-After` "
+                                        "(s) while the full-precision verification is still to come."),
+                   202: OpenApiResponse(TranslationSerializer, description="Accepted; poll `Location`, "
+                                        "waiting `Retry-After` seconds between GETs."),
                    400: ErrorSerializer, 401: ErrorSerializer, 403: ErrorSerializer, 429: ErrorSerializer,
                    502: OpenApiResponse(TranslationSerializer, description="The engine failed; recorded."),
                    503: OpenApiResponse(ErrorSerializer, description="Busy or unavailable; see Retry-After.")},
@@ -78,13 +82,24 @@ class TranslationCreateView(APIView):
         if not wait:
             _spawn(_then_glossary(run, engine))
             data = await database_sync_to_async(selectors.translation_api_view)(translation=translation)
-            return Response(data, status=status.HTTP_202_ACCEPTED, headers={"Location": location})
+            return Response(data, status=status.HTTP_202_ACCEPTED,
+                            headers={"Location": location, **poll_headers(data)})
         done = await run
         data = await database_sync_to_async(selectors.translation_api_view)(translation=done)
         if done.status == Translation.Status.COMPLETED:  # plain definitions follow; poll to read them
             _spawn(glossary_services.translation_glossary_explain(translation=done, engine=engine))
         code = status.HTTP_201_CREATED if done.status == Translation.Status.COMPLETED else status.HTTP_502_BAD_GATEWAY
-        return Response(data, status=code, headers={"Location": location})
+        return Response(data, status=code, headers={"Location": location, **poll_headers(data)})
+
+
+def poll_headers(data: dict) -> dict[str, str]:
+    """``Retry-After`` (seconds, ``API_POLL_AFTER_S``) while a translation's
+    fast text or its full-precision verification is still to come, else
+    nothing. The asynchronous request-reply pattern: a client that waits this
+    long between GETs stays within its throttle rate."""
+    unfinished = (data["status"] == Translation.Status.PENDING
+                  or data["verification"] in (Translation.Verification.PENDING, Translation.Verification.RUNNING))
+    return {"Retry-After": str(settings.API_POLL_AFTER_S)} if unfinished else {}
 
 
 def _spawn(coroutine) -> None:
@@ -104,7 +119,9 @@ class TranslationDetailView(APIView):
     required_scopes = {"GET": "read"}
 
     @extend_schema(operation_id="translations_retrieve",
-                   responses={200: TranslationSerializer, 401: ErrorSerializer, 403: ErrorSerializer,
+                   responses={200: OpenApiResponse(TranslationSerializer, description="`Retry-After` (s) "
+                                                   "while the text or its verification is still to come."),
+                              401: ErrorSerializer, 403: ErrorSerializer,
                               404: ErrorSerializer, 429: ErrorSerializer})
     async def get(self, request, request_id):
         """The current state of one of this client's translations, with the
@@ -114,4 +131,4 @@ class TranslationDetailView(APIView):
                 api_client=request.auth, request_id=request_id)
         except Translation.DoesNotExist:
             raise NotFound("No such translation.") from None
-        return Response(data)
+        return Response(data, headers=poll_headers(data))
