@@ -270,9 +270,14 @@ def render(report: dict) -> str:
         f"Input FKGL (mean): {ours['input_fkgl']}. Missing safety items, this system: {ours['missing_by_kind']}.",
     ]
     if report["cochrane"]:
-        lines += ["", f"## Cochrane val (first {report['cochrane_n']} of {report['cochrane_total']} abstracts)", "",
-                  f"A subset, the rest still being generated (`--resume` and `--shard` carry on from the "
-                  f"cache): each abstract took a median {report['cochrane_ms_median'] / 1000:.0f} s here "
+        complete = report["cochrane_n"] == report["cochrane_total"]
+        heading = (f"all {report['cochrane_total']}" if complete
+                   else f"first {report['cochrane_n']} of {report['cochrane_total']}")
+        lines += ["", f"## Cochrane val ({heading} abstracts)", "",
+                  ("" if complete else "A subset, the rest still being generated (`--resume` and `--shard` "
+                   "carry on from the cache): ") +
+                  f"{'Each' if complete else 'each'} abstract took a median "
+                  f"{report['cochrane_ms_median'] / 1000:.0f} s here "
                   "(about 450 input tokens, up to 256 output tokens, on a 2-core machine shared with other "
                   "jobs; the later ones in two 1-thread processes at once, `--shard`). The reference is "
                   "the review's plain-language summary, written from the whole review rather than as a rewrite "

@@ -102,6 +102,7 @@ _QUANTITY = re.compile(
     re.IGNORECASE)
 _ENUMERATION = re.compile(r"\s*\)")
 _OUTPUT_NUMBER = re.compile(r"(?<![a-z\d])\d+(?:[.,]\d+)*|(?<![a-z\d])[.,]\d+")
+_LEADING_NUMBER = re.compile(r"\d*[.,]?\d+")
 
 
 def _forms_re(forms) -> re.Pattern:
@@ -123,8 +124,14 @@ def _decimal(text: str) -> Decimal | None:
 
 
 def _output_values(token: str, language: str) -> set[Decimal]:
-    """Values a digit token of the output may mean ("1,5" is 1.5 in Spanish)."""
+    """Values a digit token of the output may mean ("1,5" is 1.5 in Spanish).
+
+    A token that is no number ("1.041.77", a confidence interval whose dash
+    was lost) also means its leading number, the one the input side reads.
+    """
     values = {_decimal(token)}
+    if values == {None}:
+        values.add(_decimal(_LEADING_NUMBER.match(token).group(0)))
     if "," in token:
         alt = token.replace(".", "").replace(",", ".")
         if language != "en" or re.fullmatch(r"\d+,\d{1,2}", token):

@@ -43,7 +43,7 @@ UNITS: dict[str, tuple[str, str, tuple[str, ...]]] = {
                                                           "times a minute", "times per minute", "per minute",
                                                           "a minute", "latidos", "por minuto")),
     "degree": ("measurement", r"°\s?[fc]?|degrees?(?:\s+(?:fahrenheit|celsius))?",
-               ("°", "degree", "degrees", "grado", "grados")),
+               ("°c", "°f", "° c", "° f", "°", "degree", "degrees", "grado", "grados")),
     "year": ("measurement", r"years?(?:[\s-]old)?|y/?o|yrs?", ("year", "years", "yr", "yrs", "y/o", "yo",
                                                               "ano", "anos")),
     "month": ("measurement", r"months?|mos?", ("month", "months", "mo", "mos", "mes", "meses")),

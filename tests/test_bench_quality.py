@@ -31,6 +31,19 @@ def test_quality_bench_writes_one_table_with_every_system_column(tmp_path):
     assert [row["key"] for row in cached] == ["laymaker-1", "laymaker-2", "laymaker-3", "cochrane-1"]
     markdown = out.with_suffix(".md").read_text()
     assert "| this system (fake-echo) | 3 |" in markdown and all(f"| {c} | 3 |" in markdown for c in columns)
+    assert f"## Cochrane val (first 1 of {report['cochrane_total']} abstracts)" in markdown
+    assert "A subset, the rest still being generated" in markdown
+
+
+def test_a_report_over_every_cochrane_abstract_is_not_called_a_subset(tmp_path, monkeypatch):
+    every = quality.cochrane_pairs()[:2]
+    monkeypatch.setattr(quality, "cochrane_pairs", lambda: every)
+    out = tmp_path / "quality"
+    assert quality.main(["--limit", "1", "--cochrane", "-1", "--engine", "fake", "--out", str(out)]) == 0
+
+    markdown = out.with_suffix(".md").read_text()
+    assert "## Cochrane val (all 2 abstracts)" in markdown and "subset" not in markdown
+    assert "| this system (fake-echo) | 2 |" in markdown
 
 
 def test_a_resumed_run_reuses_cached_outputs(tmp_path):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from clinical.safety import KINDS, SafetyResult, safety_check
+from tests.data import SHARED_DATA, laymaker_sentences
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "safety-check.md"
 
@@ -49,6 +50,17 @@ def test_output_identical_to_the_input_always_passes():
             "denies chest pain; no fever; not on warfarin.")
     result = safety_check(input_text=text, output_text=text)
     assert result.passed and {item.kind for item in result.checked} >= {"dose", "drug", "laterality", "negation"}
+
+
+@pytest.mark.parametrize("source", ["laymaker-dev", "cochrane-val"])
+def test_every_shared_text_passes_against_itself(source):
+    """The input and output readers must agree on what a number is, on the
+    real data too (a Cochrane abstract writes a confidence interval as
+    "1.041.77", its dash lost)."""
+    texts = laymaker_sentences() if source == "laymaker-dev" else \
+        (SHARED_DATA / "cochrane-val.source").read_text(encoding="utf-8").splitlines()
+    failing = [i for i, text in enumerate(texts) if not safety_check(input_text=text, output_text=text).passed]
+    assert len(texts) >= 250 and failing == []
 
 
 def test_empty_output_misses_every_item():
