@@ -320,6 +320,28 @@ def notes(report: dict) -> list[str]:
         f"construction; the clinicians' references pass {reference.get('safety_pass_pct')} %, because they "
         "drop grades and scores such as '1+' or rewrite negations into words the check does not pair "
         "(see the limits in docs/safety-check.md). A pass is not a correctness check.",
+        *_cochrane_notes(report),
+    ]
+
+
+def _cochrane_notes(report: dict) -> list[str]:
+    """How the gate behaves on the long Cochrane abstracts (none without them)."""
+    if not report["cochrane"]:
+        return []
+    ours, reference = report["cochrane"][0], report["cochrane"][1]
+    missing = ours.get("missing_by_kind") or {}
+    per_output = sum(missing.values()) / ours["n"] if ours["n"] else 0
+    return [
+        f"* **Cochrane abstracts.** {ours.get('rerun_pct')} % would be re-run: "
+        f"{ours.get('low_confidence_pct')} % below the confidence threshold, "
+        f"{ours.get('rerun_safety_only_pct')} % only because the safety check failed. The check passes "
+        f"{ours.get('safety_pass_pct')} % of outputs, a mean {per_output:.1f} missing items each "
+        f"({missing.get('number', 0)} of the {sum(missing.values())} are bare numbers: effect sizes, "
+        "confidence intervals, participant counts). A plain summary of a results-dense abstract leaves "
+        "most of its figures out by design: the published plain-language summaries pass "
+        f"{reference.get('safety_pass_pct')} %. On text this long the rule 'every number of the input "
+        "is in the output' re-runs nearly everything and the clinician must read the list of what is "
+        "missing; it fits the bedside diagnosis sentences it was written for.",
     ]
 
 

@@ -110,7 +110,7 @@ TEMPLATES = [
 
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
+        os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'db.sqlite3'}",  # empty = unset
         # Persistent connections: channels' database_sync_to_async closes
         # "old" connections around every call, so with 0 each socket frame
         # paid a new PostgreSQL backend (fork + auth). Health checks drop a
@@ -127,7 +127,7 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     }
     DATABASES["default"]["OPTIONS"] = {"timeout": 20}
 
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"  # empty = unset
 CACHE_PREFIX = os.environ.get("CACHE_PREFIX", "clinical")
 CACHES = {
     "default": {

@@ -33,6 +33,15 @@ def test_quality_bench_writes_one_table_with_every_system_column(tmp_path):
     assert "| this system (fake-echo) | 3 |" in markdown and all(f"| {c} | 3 |" in markdown for c in columns)
     assert f"## Cochrane val (first 1 of {report['cochrane_total']} abstracts)" in markdown
     assert "A subset, the rest still being generated" in markdown
+    ours_c = report["cochrane"][0]
+    assert f"* **Cochrane abstracts.** {ours_c['rerun_pct']} % would be re-run" in markdown
+
+
+def test_a_report_without_cochrane_has_no_cochrane_notes(tmp_path):
+    out = tmp_path / "quality"
+    assert quality.main(["--limit", "1", "--cochrane", "0", "--engine", "fake", "--out", str(out)]) == 0
+    markdown = out.with_suffix(".md").read_text()
+    assert "## Cochrane val" not in markdown and "**Cochrane abstracts.**" not in markdown
 
 
 def test_a_report_over_every_cochrane_abstract_is_not_called_a_subset(tmp_path, monkeypatch):
