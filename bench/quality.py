@@ -3,8 +3,8 @@ this system next to the published systems of laymaker-dev.csv.
 
 Runs the product's engine and prompt (llama.cpp, default model,
 ``inference.prompts.build_messages`` at grade 6 in English, greedy, the
-same ``MAX_OUTPUT_TOKENS``) over every laymaker-dev sentence and the first
-``--cochrane`` Cochrane val abstracts, and scores each output the way the
+same ``MAX_OUTPUT_TOKENS``) over every laymaker-dev sentence and every
+Cochrane val abstract (or the first ``--cochrane N``), and scores each output the way the
 product does (``clinical.quality``: FKGL, safety check, the re-run gate
 ``confidence < 0.85 or safety failed``). The same SARI / FKGL / safety
 figures are computed for every system column of laymaker-dev.csv, for the
@@ -17,7 +17,8 @@ lower-cased regex-tokenized text, ×100. FKGL is the mean of per-output
 grades. Engine outputs are cached in ``<out>-outputs.jsonl`` so a run can
 be resumed (``--resume``).
 
-    .venv/bin/python -m bench quality                 # full run
+    .venv/bin/python -m bench quality --resume        # score the committed outputs (20 s)
+    .venv/bin/python -m bench quality                 # generate all 661 again (~6 h on 2 cores)
     .venv/bin/python -m bench.quality --limit 3 --cochrane 1 --engine fake --out /tmp/q
     .venv/bin/python -m bench quality --cochrane -1 --shard 0/2 &   # two processes,
     .venv/bin/python -m bench quality --cochrane -1 --shard 1/2     # one cache file
@@ -163,8 +164,8 @@ def _same(a: str, b: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench quality", description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=0, help="only the first N laymaker sentences (0 = all 250)")
-    parser.add_argument("--cochrane", type=int, default=20,
-                        help="the first N Cochrane val abstracts (0 = none, -1 = all 411)")
+    parser.add_argument("--cochrane", type=int, default=-1,
+                        help="the first N Cochrane val abstracts (0 = none, -1 = all 411, the default)")
     parser.add_argument("--engine", default="llamacpp", help="llamacpp (default) or fake (tests)")
     parser.add_argument("--model", default="", help="model path (default: the product's default model)")
     parser.add_argument("--max-tokens", type=int, default=int(os.environ.get("MAX_OUTPUT_TOKENS", "256")))
@@ -299,7 +300,7 @@ def notes(report: dict) -> list[str]:
     reference = by_name.get("REFERENCE (clinicians)", {})
     return [
         "## Reading the table", "",
-        f"* **Re-run rate.** {ours.get('rerun_pct')} % of outputs would be re-run in full precision; "
+        f"* **Re-run rate (laymaker-dev).** {ours.get('rerun_pct')} % of outputs would be re-run in full precision; "
         f"{ours.get('low_confidence_pct')} % fall below the confidence threshold alone (median confidence "
         f"{ours.get('confidence_median')}), {ours.get('rerun_safety_only_pct')} % are re-run only because the "
         "safety check failed. The 0.85 threshold comes from the product design, not from this model: a "
