@@ -186,6 +186,10 @@ class Rerun(models.Model):
         null=True, blank=True,
         help_text="When its task reached the broker; empty while it has not (broker unreachable): "
                   "the sweep re-dispatches it (clinical.rerun.reruns_redispatch).")
+    broker_epoch = models.CharField(
+        max_length=32, blank=True, default="",
+        help_text="The broker's epoch when its task was sent (clinical.broker): a queued re-run sent under "
+                  "an older epoch was lost with the broker's data and is sent again by the sweep.")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     queue_wait_ms = models.FloatField(null=True, blank=True, help_text="enqueued → first started (ms)")
@@ -209,9 +213,8 @@ class Rerun(models.Model):
         ]
         indexes = [
             # The sweep's query (clinical.rerun.reruns_redispatch): only the
-            # few re-runs whose task never reached the broker are indexed.
-            models.Index(fields=["enqueued_at"], name="rerun_undispatched",
-                         condition=models.Q(status="queued", dispatched_at__isnull=True)),
+            # few re-runs still waiting for a worker are indexed.
+            models.Index(fields=["enqueued_at"], name="rerun_queued", condition=models.Q(status="queued")),
         ]
 
     def __str__(self) -> str:

@@ -11,7 +11,10 @@ translation's transaction commits; ``Rerun.dispatched_at`` records that the
 broker took it. A broker that cannot be reached then leaves it empty, and
 :func:`reruns_redispatch` (run by each replica's sweep and by ``manage.py
 translations_sweep``) sends it again later, so no re-run stays ``pending``
-for ever.
+for ever. A broker that lost its data (Redis restarted empty) loses the
+tasks waiting in it; each dispatch records the broker's epoch
+(:mod:`clinical.broker`), and the same sweep sends again the ``queued``
+re-runs recorded under an epoch the broker no longer has.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import DatabaseError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from clinical import quality
+from clinical.broker import broker_epoch
 from clinical.audit import audit_verification
 from clinical.log import request_id_var
 from clinical.models import Rerun, Translation
@@ -93,48 +98,62 @@ def rerun_dispatch(*, rerun_id: int, translation_id: int, request_id) -> bool:
         ``dispatched_at`` could not be written (database gone meanwhile),
         the sweep sends it once more; the task is idempotent.
     """
+    # Read before sending: a broker restart in between then errs towards
+    # sending the task twice, never towards losing it.
+    epoch = broker_epoch()
     if not _task_send(translation_id=translation_id, request_id=request_id):
         return False
     try:
-        Rerun.objects.filter(pk=rerun_id, dispatched_at__isnull=True).update(dispatched_at=timezone.now())
+        Rerun.objects.filter(pk=rerun_id, dispatched_at__isnull=True).update(
+            dispatched_at=timezone.now(), broker_epoch=epoch or "")
     except DatabaseError as exc:
         logger.warning("re-run of request %s dispatched but not recorded (%s)", request_id, type(exc).__name__)
     return True
 
 
 def reruns_redispatch(*, older_than_s: float | None = None, limit: int = 100) -> int:
-    """Send again the re-runs whose task never reached the broker.
+    """Send again the re-runs whose task never reached the broker, or was
+    lost with the broker's data.
 
-    Candidates are ``queued`` re-runs with ``dispatched_at`` empty, created
-    more than ``older_than_s`` seconds ago (default
-    ``settings.RERUN_REDISPATCH_GRACE_S``), oldest first, at most ``limit``
-    per call. Each is locked (``SELECT ... FOR UPDATE SKIP LOCKED``) while
-    its task is sent and ``dispatched_at`` is set in the same transaction,
-    so replicas sweeping at the same time send each one once: a locked row
-    is skipped, and a committed one no longer matches. If the broker is
-    still unreachable the first failure is logged (request id only) and the
-    rest are left for the next round.
+    Candidates are ``queued`` re-runs created more than ``older_than_s``
+    seconds ago (default ``settings.RERUN_REDISPATCH_GRACE_S``), oldest
+    first, at most ``limit`` per call, that either have ``dispatched_at``
+    empty (the broker was unreachable) or were sent under a broker epoch
+    other than the current one (:func:`clinical.broker.broker_epoch`: the
+    broker has lost its data since). Each is locked (``SELECT ... FOR UPDATE
+    SKIP LOCKED``) while its task is sent, and ``dispatched_at`` and the
+    epoch are set in the same transaction, so replicas sweeping at the same
+    time send each one once: a locked row is skipped, and a committed one no
+    longer matches. If the broker is still unreachable the first failure is
+    logged (request id only) and the rest are left for the next round.
 
     Returns:
         The number of re-runs dispatched by this call.
     """
     grace_s = settings.RERUN_REDISPATCH_GRACE_S if older_than_s is None else older_than_s
     cutoff = timezone.now() - timedelta(seconds=grace_s)
+    epoch = broker_epoch()
+    waiting = Q(dispatched_at__isnull=True)
+    if epoch:
+        waiting |= Q(dispatched_at__isnull=False) & ~Q(broker_epoch="") & ~Q(broker_epoch=epoch)
     dispatched: list[int] = []
+    lost = 0
     with transaction.atomic():
         candidates = list(
             Rerun.objects.select_for_update(skip_locked=True, of=("self",))
-            .filter(status=Rerun.Status.QUEUED, dispatched_at__isnull=True, enqueued_at__lt=cutoff)
+            .filter(waiting, status=Rerun.Status.QUEUED, enqueued_at__lt=cutoff)
             .order_by("enqueued_at", "pk")
-            .values_list("pk", "translation_id", "translation__request_id")[:limit])
-        for rerun_id, translation_id, request_id in candidates:
+            .values_list("pk", "translation_id", "translation__request_id", "dispatched_at")[:limit])
+        for rerun_id, translation_id, request_id, dispatched_at in candidates:
             if not _task_send(translation_id=translation_id, request_id=request_id):
                 break
             dispatched.append(rerun_id)
+            lost += dispatched_at is not None
         if dispatched:
-            Rerun.objects.filter(pk__in=dispatched).update(dispatched_at=timezone.now())
+            Rerun.objects.filter(pk__in=dispatched).update(dispatched_at=timezone.now(), broker_epoch=epoch or "")
     if dispatched:
-        logger.warning("re-run sweep: %d re-run(s) dispatched again after a failed dispatch", len(dispatched))
+        logger.warning("re-run sweep: %d re-run(s) dispatched again (%d never reached the broker, "
+                       "%d lost with the broker's data)", len(dispatched), len(dispatched) - lost, lost)
     return len(dispatched)
 
 

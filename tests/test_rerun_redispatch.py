@@ -1,10 +1,11 @@
 """A full-precision re-run whose task could not reach the broker when the
-translation completed is sent again by the sweep (clinical.rerun.
-reruns_redispatch), once, and a real Celery worker then verifies it.
+translation completed, or was lost when the broker lost its data, is sent
+again by the sweep (clinical.rerun.reruns_redispatch), once, and a real
+Celery worker then verifies it.
 
-The broker is a private redis-server killed before the translation and
-started again (empty, same port) before the sweep; the channel layer, cache
-and leases stay on the shared Redis."""
+In the live tests the broker is a private redis-server, killed before the
+translation or after it, and started again (empty, same port) before the
+sweep; the channel layer, cache and leases stay on the shared Redis."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from django.utils import timezone
 from websockets.asyncio.client import connect
 
 from clinical import services
+from clinical.broker import broker_epoch
 from clinical.models import AuditEvent, Rerun, Translation
 from clinical.rerun import reruns_redispatch
 from clinical.selectors import translation_api_view
@@ -86,6 +88,44 @@ def test_a_first_dispatch_that_reaches_the_broker_is_recorded(clinician, django_
     assert reruns_redispatch(older_than_s=0) == 0
 
 
+@pytest.mark.django_db
+def test_a_queued_rerun_sent_under_an_older_broker_epoch_is_sent_again_once(
+        clinician, django_capture_on_commit_callbacks):
+    """What the sweep sees once the broker has lost its data: the epoch
+    recorded at dispatch is no longer the broker's (the live test below
+    makes that happen for real)."""
+    queued = rerun_queue_length()
+    with django_capture_on_commit_callbacks(execute=True):
+        row = finish_below_threshold(clinician)
+    rerun = Rerun.objects.get(translation=row)
+    current = broker_epoch()
+    assert rerun.broker_epoch == current and len(current) == 32
+    Rerun.objects.filter(pk=rerun.pk).update(enqueued_at=timezone.now() - timedelta(minutes=5))
+    assert reruns_redispatch() == 0  # the broker still holds its task
+
+    Rerun.objects.filter(pk=rerun.pk).update(broker_epoch="0" * 32)
+    for status in (Rerun.Status.RUNNING, Rerun.Status.COMPLETED, Rerun.Status.FAILED):
+        Rerun.objects.filter(pk=rerun.pk).update(status=status)
+        assert reruns_redispatch(older_than_s=0) == 0  # a worker had it before the loss
+    Rerun.objects.filter(pk=rerun.pk).update(status=Rerun.Status.QUEUED)
+    assert reruns_redispatch() == 1
+    assert Rerun.objects.get(pk=rerun.pk).broker_epoch == current
+    assert reruns_redispatch(older_than_s=0) == 0
+    assert rerun_queue_length() == queued + 2
+
+
+def test_the_broker_epoch_survives_reads_and_changes_when_the_broker_loses_its_data(private_redis, settings):
+    settings.CELERY_BROKER_URL = private_redis.url
+    first = broker_epoch()
+    assert first and broker_epoch() == first
+    private_redis.kill()
+    assert broker_epoch() is None  # unreachable: no epoch, no exception
+    private_redis.start()  # empty
+    assert broker_epoch() not in (None, "", first)
+    settings.CELERY_BROKER_URL = "amqp://guest@127.0.0.1:5672//"
+    assert broker_epoch() == ""  # not Redis: no epoch
+
+
 # -- live: broker down at enqueue, sweep after it is back, real worker -------
 
 async def sweep_command(env: dict[str, str]) -> int:
@@ -142,12 +182,19 @@ async def test_a_rerun_whose_enqueue_failed_is_redispatched_once_and_verified(
         assert broker.llen(stack_env["CELERY_KEY_PREFIX"] + "rerun") == 1
         assert await in_thread(lambda: Rerun.objects.get().dispatched_at) is not None
 
-        worker = celery_worker_process(RERUN_ENGINE="fake", **broker_env)
-        frames = await receive_until(socket, ("verified", "verification_failed"), timeout=120)
-        assert frames[-1]["type"] == "verified", worker.logs()[-3000:]
-        verified = frames[-1]
-        with pytest.raises(TimeoutError):  # and verified exactly once
-            await receive_until(socket, ("verified",), timeout=3)
+        await verified_once(socket, celery_worker_process, broker_env, stack_env)
+
+
+async def verified_once(socket, celery_worker_process, broker_env: dict, stack_env: dict) -> None:
+    """A worker on the broker verifies the one translation: the socket gets
+    ``verified`` once, the database, audit log and API agree, and the
+    broker's queue is empty."""
+    worker = celery_worker_process(RERUN_ENGINE="fake", **broker_env)
+    frames = await receive_until(socket, ("verified", "verification_failed"), timeout=120)
+    assert frames[-1]["type"] == "verified", worker.logs()[-3000:]
+    verified = frames[-1]
+    with pytest.raises(TimeoutError):  # and verified exactly once
+        await receive_until(socket, ("verified",), timeout=3)
 
     def check_database():
         translation = Translation.objects.get()
@@ -163,7 +210,46 @@ async def test_a_rerun_whose_enqueue_failed_is_redispatched_once_and_verified(
         api = translation_api_view(translation=translation)  # what the API answers
         assert (api["verified"], api["verification"], api["text"]) == (True, "verified", verified["text"])
     await in_thread(check_database)
+    broker = redis.Redis.from_url(broker_env["CELERY_BROKER_URL"])
     assert broker.llen(stack_env["CELERY_KEY_PREFIX"] + "rerun") == 0
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+async def test_a_rerun_lost_when_the_broker_restarted_empty_is_redispatched_once_and_verified(
+        daphne_server, celery_worker_process, clinician, stack_env, private_redis):
+    """The broker took the task, then restarted without its data before a
+    worker read it: the database still says queued and dispatched."""
+    broker_env = {"CELERY_BROKER_URL": private_redis.url}
+    server = daphne_server(INFERENCE_ENGINE="fake", CONFIDENCE_THRESHOLD="1.01", **broker_env)
+    session = await in_thread(lambda: server.login(clinician.username))
+    broker = redis.Redis.from_url(private_redis.url)
+    queue = stack_env["CELERY_KEY_PREFIX"] + "rerun"
+
+    async with connect(server.ws_url + "/ws/translate/", open_timeout=30, additional_headers={
+            "Cookie": f"sessionid={session}", "Origin": server.base_url}) as socket:
+        await socket.send(json.dumps({"type": "translate", "text": laymaker_sentences()[4]}))
+        frames = await receive_until(socket, ("verifying", "error"), timeout=60)
+        assert frames[-1]["type"] == "verifying" and frames[-1]["state"] == "queued", frames
+
+        def dispatched() -> str:
+            rerun = Rerun.objects.get()
+            assert rerun.status == Rerun.Status.QUEUED and rerun.dispatched_at is not None
+            return rerun.broker_epoch
+        first_epoch = await in_thread(dispatched)
+        assert first_epoch and broker.llen(queue) == 1
+
+        private_redis.kill()  # no worker has read it; the broker comes back empty
+        private_redis.start()
+        assert broker.llen(queue) == 0
+        sweep_env = stack_env | broker_env
+        sent = await asyncio.gather(sweep_command(sweep_env), sweep_command(sweep_env))
+        assert sorted(sent) == [0, 1]
+        assert await sweep_command(sweep_env) == 0
+        assert broker.llen(queue) == 1
+        assert await in_thread(lambda: Rerun.objects.get().broker_epoch) not in ("", first_epoch)
+
+        await verified_once(socket, celery_worker_process, broker_env, stack_env)
 
 
 # -- a broker that accepts connections and never answers ----------------------

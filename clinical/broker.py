@@ -1,0 +1,59 @@
+"""The broker's epoch: a token that changes when the Celery broker (Redis)
+loses its data, so re-runs whose tasks were lost with it can be sent again.
+
+A Redis that restarts without persistence (``appendonly no``), is flushed or
+fails over to a replica that had not received the writes comes back empty:
+every task waiting in the ``rerun`` queue is gone, while the database still
+says ``queued``. Nothing in Celery reports that. So each dispatch records the
+epoch it was sent under (``Rerun.broker_epoch``): a random token kept in one
+key of the broker's own database, created when missing (``SET NX``). Lose
+the data and the key goes with it; the next reader creates a new token, and
+:func:`clinical.rerun.reruns_redispatch` sends again every ``queued``
+re-run recorded under another one. A Redis that keeps its data (AOF or RDB)
+keeps the key too, so nothing is sent twice. Were the key alone lost (an
+eviction policy that evicts keys without a TTL), the re-runs would be sent a
+second time: the task is idempotent and the first completion wins.
+
+Only Redis brokers have an epoch; with another broker (RabbitMQ keeps
+durable queues) it is ``""`` and only undispatched re-runs are sent again.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from urllib.parse import urlsplit
+
+import redis
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+EPOCH_KEY = "clinical:broker-epoch"
+
+
+def broker_epoch() -> str | None:
+    """The broker's current epoch, created if the broker has none.
+
+    Returns:
+        A 32-character hex token; ``""`` for a broker that is not Redis
+        (no epoch); ``None`` when the broker cannot be reached within
+        ``CELERY_BROKER_TIMEOUT_S`` (logged as a warning, no exception).
+    """
+    if urlsplit(settings.CELERY_BROKER_URL).scheme not in ("redis", "rediss"):
+        return ""
+    key = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "") + EPOCH_KEY
+    timeout = settings.CELERY_BROKER_TIMEOUT_S
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=timeout,
+                                  socket_connect_timeout=timeout)
+    try:
+        with client.pipeline(transaction=True) as pipe:
+            pipe.set(key, uuid.uuid4().hex, nx=True)
+            pipe.get(key)
+            _, epoch = pipe.execute()
+        return epoch.decode()
+    except (redis.RedisError, OSError) as exc:
+        logger.warning("broker epoch unreadable (%s)", type(exc).__name__)
+        return None
+    finally:
+        client.close()
