@@ -15,7 +15,9 @@ SARI (``bench/sari.py``) is against the clinicians' ``REFERENCE`` (one
 reference per sentence) or the Cochrane plain-language summary, on
 lower-cased regex-tokenized text, ×100. FKGL is the mean of per-output
 grades. Engine outputs are cached in ``<out>-outputs.jsonl`` so a run can
-be resumed (``--resume``).
+be resumed (``--resume``); each row records what made it (prompt version,
+engine, model file, token limit) and a resumed run reuses only the rows
+that match its own.
 
     .venv/bin/python -m bench quality --resume        # score the committed outputs (20 s)
     .venv/bin/python -m bench quality                 # generate all 661 again (~6 h on 2 cores)
@@ -71,20 +73,31 @@ async def run_system(inputs: list[tuple[str, str]], *, engine_name: str, model: 
     from inference.base import GenerationParams, generate_text
     from inference.confidence import sequence_confidence
     from inference.factory import EngineConfig, create_engine
-    from inference.prompts import build_messages
+    from inference.prompts import PROMPT_VERSION, build_messages
 
-    done: dict[str, dict] = {}
-    if resume and cache.exists():
-        for line in cache.read_text(encoding="utf-8").splitlines():
-            row = json.loads(line)
-            done[row["key"]] = row
-    todo = [(k, t) for i, (k, t) in enumerate(inputs) if k not in done and i % shard[1] == shard[0]]
-    facts: dict = {"engine": engine_name, "cached_rows": len(inputs) - len(todo)}
+    facts: dict = {"engine": engine_name}
     if engine_name == "llamacpp":  # what create_engine will load (also when every row is cached)
         from inference import models
 
         facts.update(model=model or str(models.default_gguf_path()),
                      precision="q4_k_m" if not model else "")
+    # What made an output: a cached row is reused only if all of it matches.
+    provenance = {"prompt_version": PROMPT_VERSION, "engine": engine_name,
+                  "model": Path(facts.get("model") or model or engine_name).name, "max_tokens": max_tokens}
+    done: dict[str, dict] = {}
+    stale = 0
+    if resume and cache.exists():
+        for line in cache.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            if all(row.get(field) == value for field, value in provenance.items()):
+                done[row["key"]] = row
+            else:
+                stale += 1
+    todo = [(k, t) for i, (k, t) in enumerate(inputs) if k not in done and i % shard[1] == shard[0]]
+    facts.update(cached_rows=len(inputs) - len(todo), stale_rows_ignored=stale, prompt_version=PROMPT_VERSION)
+    if stale:
+        print(f"{stale} cached outputs ignored: made with another prompt, engine, model or token limit "
+              f"than {provenance}", flush=True)
     if todo:
         engine = create_engine(EngineConfig(engine=engine_name, model=model, threads=threads))
         started = time.perf_counter()
@@ -98,7 +111,7 @@ async def run_system(inputs: list[tuple[str, str]], *, engine_name: str, model: 
                 output, logprobs = await generate_text(engine, f"quality-{key}", build_messages(text),
                                                        GenerationParams(max_tokens=max_tokens))
                 row = {"key": key, "output": output.strip(), "confidence": sequence_confidence(logprobs),
-                       "tokens": len(logprobs), "ms": round((time.perf_counter() - t0) * 1000, 1)}
+                       "tokens": len(logprobs), "ms": round((time.perf_counter() - t0) * 1000, 1), **provenance}
                 done[key] = row
                 out.write(json.dumps(row) + "\n")
                 out.flush()
@@ -258,8 +271,8 @@ def render(report: dict) -> str:
         "# Quality benchmark", "",
         f"Command: `{report['command'].strip()}`. Engine: {report['engine'].get('engine')}, "
         f"`{Path(report['engine'].get('model') or '-').name}` {report['engine'].get('precision', '')}, "
-        "greedy, prompt of "
-        "`inference/prompts.py` (grade 6, English). SARI (Xu et al. 2016, `bench/sari.py`) ×100 against "
+        "greedy, prompt "
+        f"{report['engine'].get('prompt_version', '')} of `inference/prompts.py` (grade 6, English). SARI (Xu et al. 2016, `bench/sari.py`) ×100 against "
         "the clinicians' reference, lower-cased regex tokens; FKGL mean per output (textstat); safety: "
         "`clinical/safety.py`; re-run: confidence < "
         f"{report['threshold']} or safety check failed (the product's gate).", "",

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from bench import quality
+from inference.prompts import PROMPT_VERSION
 
 
 def test_quality_bench_writes_one_table_with_every_system_column(tmp_path):
@@ -63,6 +64,22 @@ def test_a_resumed_run_reuses_cached_outputs(tmp_path):
     report = json.loads(out.with_suffix(".json").read_text())
     assert report["engine"]["cached_rows"] == 2 and report["cochrane"] == []
     assert len((tmp_path / "quality-outputs.jsonl").read_text().splitlines()) == 2
+
+
+def test_a_resumed_run_regenerates_outputs_made_with_another_prompt(tmp_path):
+    out = tmp_path / "quality"
+    args = ["--limit", "2", "--cochrane", "0", "--engine", "fake", "--out", str(out)]
+    quality.main(args)
+    cache = tmp_path / "quality-outputs.jsonl"
+    rows = [json.loads(line) for line in cache.read_text().splitlines()]
+    assert {row["prompt_version"] for row in rows} == {PROMPT_VERSION}
+    rows[0]["prompt_version"] = "an-older-prompt"
+    cache.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+    quality.main([*args, "--resume"])
+    report = json.loads(out.with_suffix(".json").read_text())
+    assert (report["engine"]["cached_rows"], report["engine"]["stale_rows_ignored"]) == (1, 1)
+    assert f"prompt {PROMPT_VERSION} of" in out.with_suffix(".md").read_text()
 
 
 def test_shards_share_one_cache_and_only_the_complete_set_is_scored(tmp_path):
