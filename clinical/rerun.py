@@ -31,8 +31,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from clinical import quality
-from clinical.broker import broker_epoch
 from clinical.audit import audit_verification
+from clinical.broker import broker_epoch
 from clinical.log import request_id_var
 from clinical.models import Rerun, Translation
 from inference.base import GenerationParams, generate_text
