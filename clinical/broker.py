@@ -20,6 +20,7 @@ durable queues) it is ``""`` and only undispatched re-runs are sent again.
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from urllib.parse import urlsplit
@@ -32,6 +33,25 @@ logger = logging.getLogger(__name__)
 EPOCH_KEY = "clinical:broker-epoch"
 
 
+def broker_key(name: str) -> str:
+    """``name`` under the broker's ``global_keyprefix``, the namespace of
+    Celery's own keys (``CELERY_KEY_PREFIX``)."""
+    return settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "") + name
+
+
+def broker_redis(*, timeout_s: float) -> redis.Redis:
+    """A Redis client on the Celery broker (``CELERY_BROKER_URL``) whose
+    connects and reads give up after ``timeout_s`` seconds. One connection
+    pool per process, URL and timeout, so a caller on the translation's path
+    does not open a new connection each time."""
+    return _client(settings.CELERY_BROKER_URL, timeout_s)
+
+
+@functools.lru_cache(maxsize=8)
+def _client(url: str, timeout_s: float) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+
+
 def broker_epoch() -> str | None:
     """The broker's current epoch, created if the broker has none.
 
@@ -42,12 +62,9 @@ def broker_epoch() -> str | None:
     """
     if urlsplit(settings.CELERY_BROKER_URL).scheme not in ("redis", "rediss"):
         return ""
-    key = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "") + EPOCH_KEY
-    timeout = settings.CELERY_BROKER_TIMEOUT_S
-    client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=timeout,
-                                  socket_connect_timeout=timeout)
+    key = broker_key(EPOCH_KEY)
     try:
-        with client.pipeline(transaction=True) as pipe:
+        with broker_redis(timeout_s=settings.CELERY_BROKER_TIMEOUT_S).pipeline(transaction=True) as pipe:
             pipe.set(key, uuid.uuid4().hex, nx=True)
             pipe.get(key)
             _, epoch = pipe.execute()
@@ -55,5 +72,3 @@ def broker_epoch() -> str | None:
     except (redis.RedisError, OSError) as exc:
         logger.warning("broker epoch unreadable (%s)", type(exc).__name__)
         return None
-    finally:
-        client.close()

@@ -44,6 +44,8 @@ from django.http import HttpRequest, HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
+from clinical.broker import broker_key, broker_redis
+
 REQUESTS = Counter("clinical_translation_requests", "Translation requests by final outcome.",
                    ["outcome", "source"])
 TTFT = Histogram("clinical_translation_ttft_seconds", "Time to first token, from the request's arrival.",
@@ -83,24 +85,20 @@ def rerun_queue_keys() -> list[str]:
     """Redis keys of the Celery ``rerun`` queue: kombu's Redis transport
     keeps one list per priority step (``rerun``, ``rerun\\x06\\x163`` ...),
     under the broker's ``global_keyprefix``."""
-    prefix = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "")
     from kombu.transport.redis import PRIORITY_STEPS, Channel
 
-    return [prefix + ("rerun" if step == 0 else f"rerun{Channel.sep}{step}") for step in PRIORITY_STEPS]
+    return [broker_key("rerun" if step == 0 else f"rerun{Channel.sep}{step}") for step in PRIORITY_STEPS]
 
 
 def rerun_queue_length() -> float:
     """Tasks waiting in the ``rerun`` queue (NaN if Redis cannot be read)."""
-    client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=1, socket_connect_timeout=1)
     try:
-        with client.pipeline(transaction=False) as pipe:
+        with broker_redis(timeout_s=1).pipeline(transaction=False) as pipe:
             for key in rerun_queue_keys():
                 pipe.llen(key)
             return float(sum(pipe.execute()))
     except (redis.RedisError, OSError):
         return math.nan
-    finally:
-        client.close()
 
 
 class _RerunQueueCollector:
