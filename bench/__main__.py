@@ -8,7 +8,7 @@ whose ``main()`` takes no argument reads ``sys.argv``, which is set to
 ``python -m bench`` alone lists the modules that have a ``main``.
 
 Exit status: the module's return value (0 for ``None``), 2 for an unknown
-or invalid name.
+or invalid name or missing shared data (one line on stderr).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import pkgutil
 import re
 import sys
 from pathlib import Path
+
+from bench.shared_data import SharedDataMissing
 
 _NAME = re.compile(r"[a-z_][a-z0-9_]*")
 
@@ -59,11 +61,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import inspect
 
-    if inspect.signature(entry).parameters:
-        result = entry(argv[1:])
-    else:  # an older module whose main() reads sys.argv itself
-        sys.argv = [f"bench.{name}", *argv[1:]]
-        result = entry()
+    try:
+        if inspect.signature(entry).parameters:
+            result = entry(argv[1:])
+        else:  # an older module whose main() reads sys.argv itself
+            sys.argv = [f"bench.{name}", *argv[1:]]
+            result = entry()
+    except SharedDataMissing as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
     return int(result or 0)
 
 

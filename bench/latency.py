@@ -1,5 +1,5 @@
 """Latency of the whole stack against the bare engine, the engines' own
-servers and a naive baseline, under load (issue 8).
+servers and a naive baseline, under load.
 
     .venv/bin/python -m bench latency [--quick] [--out docs/benchmarks] [--engines llamacpp,vllm]
 
@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import gc
 import os
 import platform
 import sys
 import tempfile
 import time
 import uuid
-import dataclasses
-import gc
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 

@@ -1,7 +1,7 @@
 """The latency benchmark's report: JSON, Markdown with the four target
 ratios, and a PNG of P95 latency against load.
 
-The ratios (issue 8), each from one run of ``python -m bench latency``:
+The target ratios, each from one run of ``python -m bench latency``:
 
 1. web-stack TTFT overhead: stack − bare TTFT P95, short workload, one
    client; target ≤ 5 ms;

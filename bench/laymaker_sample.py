@@ -29,14 +29,15 @@ from pathlib import Path
 import httpx
 from websockets.asyncio.client import connect
 
+from bench.shared_data import shared_data_file
+
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("SHARED_DATA_DIR", ROOT.parent / "shared" / "data"))
 USERNAME, PASSWORD = "bench-clinician", "bench-password-not-for-production-1"
 
 
 def changed_sentences(n: int) -> list[dict[str, str]]:
     """The first ``n`` laymaker-dev rows the clinicians changed."""
-    with open(SHARED / "laymaker-dev.csv", newline="", encoding="utf-8") as handle:
+    with open(shared_data_file("laymaker-dev.csv"), newline="", encoding="utf-8") as handle:
         rows = [r for r in csv.DictReader(handle) if r["ORIGINAL"].strip() != r["REFERENCE"].strip()]
     return rows[:n]
 

@@ -5,7 +5,7 @@ Runs the product's engine and prompt (llama.cpp, default model,
 ``inference.prompts.build_messages`` at grade 6 in English, greedy, the
 same ``MAX_OUTPUT_TOKENS``) over every laymaker-dev sentence and every
 Cochrane val abstract (or the first ``--cochrane N``), and scores each output the way the
-product does (``clinical.quality``: FKGL, safety check, the re-run gate
+product does (``clinical.quality.measure``: FKGL, safety check, the re-run gate
 ``confidence < 0.85 or safety failed``). The same SARI / FKGL / safety
 figures are computed for every system column of laymaker-dev.csv, for the
 clinicians' references themselves and for the input copied unchanged
@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 from bench.sari import corpus_sari
-from tests.data import SHARED_DATA
+from bench.shared_data import shared_data_file
 
 THRESHOLD = float(os.environ.get("CONFIDENCE_THRESHOLD", "0.85"))
 FIXED_COLUMNS = ("ID", "ORIGINAL", "REFERENCE")
@@ -49,7 +49,7 @@ FIXED_COLUMNS = ("ID", "ORIGINAL", "REFERENCE")
 
 def laymaker_rows() -> tuple[list[dict[str, str]], list[str]]:
     """Rows of laymaker-dev.csv and its system columns (all but ID, ORIGINAL, REFERENCE)."""
-    with open(SHARED_DATA / "laymaker-dev.csv", newline="", encoding="utf-8") as handle:
+    with open(shared_data_file("laymaker-dev.csv"), newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
         rows = list(reader)
         columns = [c for c in reader.fieldnames or [] if c not in FIXED_COLUMNS]
@@ -57,8 +57,8 @@ def laymaker_rows() -> tuple[list[dict[str, str]], list[str]]:
 
 
 def cochrane_pairs() -> list[tuple[str, str]]:
-    sources = (SHARED_DATA / "cochrane-val.source").read_text(encoding="utf-8").splitlines()
-    targets = (SHARED_DATA / "cochrane-val.target").read_text(encoding="utf-8").splitlines()
+    sources = shared_data_file("cochrane-val.source").read_text(encoding="utf-8").splitlines()
+    targets = shared_data_file("cochrane-val.target").read_text(encoding="utf-8").splitlines()
     return list(zip(sources, targets, strict=True))
 
 
@@ -130,7 +130,8 @@ def _shard(value: str) -> tuple[int, int]:
 def score(name: str, sources: list[str], outputs: list[str], references: list[str], *,
           confidences: list[float | None] | None = None, changed: list[bool] | None = None) -> dict:
     """SARI, FKGL, safety pass rate (and re-run rate when confidences are given)."""
-    from clinical import quality, readability
+    from clinical.quality import measure as quality
+    from clinical.quality import readability
 
     checks = [quality.output_quality(input_text=s, output_text=o, language="en") for s, o in zip(sources, outputs)]
     grades = [c.readability.output_fkgl for c in checks if c.readability.output_fkgl is not None]
@@ -274,7 +275,7 @@ def render(report: dict) -> str:
         "greedy, prompt "
         f"{report['engine'].get('prompt_version', '')} of `inference/prompts.py` (grade 6, English). SARI (Xu et al. 2016, `bench/sari.py`) ×100 against "
         "the clinicians' reference, lower-cased regex tokens; FKGL mean per output (textstat); safety: "
-        "`clinical/safety.py`; re-run: confidence < "
+        "`clinical/quality/safety.py`; re-run: confidence < "
         f"{report['threshold']} or safety check failed (the product's gate).", "",
         f"## laymaker-dev ({report['laymaker_n']} sentences, {report['laymaker_changed_n']} changed by the "
         "clinicians)", "",
@@ -330,7 +331,7 @@ def notes(report: dict) -> list[str]:
         "* **FKGL** of one-sentence outputs is noisy, and textstat counts sentences at every full stop "
         "(decimals and abbreviations included), which lowers the grade of number-dense Cochrane text.",
         f"* **Safety pass** counts outputs in which every number with its unit, dose, drug, side and "
-        "negation of the input is present (clinical/safety.py). Outputs that copy the input pass by "
+        "negation of the input is present (clinical/quality/safety.py). Outputs that copy the input pass by "
         f"construction; the clinicians' references pass {reference.get('safety_pass_pct')} %, because they "
         "drop grades and scores such as '1+' or rewrite negations into words the check does not pair "
         "(see the limits in docs/safety-check.md). A pass is not a correctness check.",

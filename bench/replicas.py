@@ -38,6 +38,8 @@ from pathlib import Path
 import httpx
 from websockets.asyncio.client import connect
 
+from bench.shared_data import shared_data_file
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "deploy"))
 import render_nginx  # noqa: E402
@@ -54,8 +56,7 @@ def free_port() -> int:
 
 def laymaker(n: int) -> list[str]:
     """The first ``n`` ORIGINAL sentences of laymaker-dev.csv."""
-    shared = Path(os.environ.get("SHARED_DATA_DIR", ROOT.parent / "shared" / "data"))
-    with open(shared / "laymaker-dev.csv", newline="", encoding="utf-8") as handle:
+    with open(shared_data_file("laymaker-dev.csv"), newline="", encoding="utf-8") as handle:
         return [row["ORIGINAL"].strip() for row in csv.DictReader(handle)][:n]
 
 

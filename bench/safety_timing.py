@@ -1,6 +1,6 @@
 """How long does the safety check take on a long input?
 
-Times :func:`clinical.safety.safety_check` on the Cochrane val abstract
+Times :func:`clinical.quality.safety.safety_check` on the Cochrane val abstract
 whose length is closest to 2,400 characters, against its own plain-language
 summary (a realistic output that drops many numbers) and against itself
 (every item found), after one warm-up call. For scale, the same run times
@@ -20,7 +20,7 @@ import statistics
 import time
 from pathlib import Path
 
-from tests.data import SHARED_DATA
+from bench.shared_data import shared_data_file
 
 
 def _time_ms(function, repeat: int) -> list[float]:
@@ -33,7 +33,7 @@ def _time_ms(function, repeat: int) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from clinical import readability, safety
+    from clinical.quality import readability, safety
 
     parser = argparse.ArgumentParser(prog="python -m bench.safety_timing", description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=200)
@@ -41,8 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="docs/quality/safety-timing")
     args = parser.parse_args(argv)
 
-    sources = (SHARED_DATA / "cochrane-val.source").read_text(encoding="utf-8").splitlines()
-    targets = (SHARED_DATA / "cochrane-val.target").read_text(encoding="utf-8").splitlines()
+    sources = shared_data_file("cochrane-val.source").read_text(encoding="utf-8").splitlines()
+    targets = shared_data_file("cochrane-val.target").read_text(encoding="utf-8").splitlines()
     index = min(range(len(sources)), key=lambda i: abs(len(sources[i]) - args.chars))
     source, target = sources[index], targets[index]
     started = time.perf_counter()

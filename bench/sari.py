@@ -6,7 +6,7 @@ No installable package provides it offline here: ``evaluate``'s ``sari``
 downloads its script from the Hugging Face hub and EASSE is not on PyPI, so
 it is implemented from the paper and checked against the reference
 implementation (github.com/cocoxu/simplification ``SARI.py``) on the
-paper's worked example (``tests/test_sari.py``, to 1e-9).
+paper's worked example (``tests/benchmarks/test_sari.py``, to 1e-9).
 
 For one source ``I``, output ``O`` and references ``R`` (``r`` of them),
 per n-gram order n = 1..4, with n-gram counts multiplied by ``r`` for the

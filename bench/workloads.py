@@ -12,16 +12,12 @@ Every driver sends the same texts inside the product's own prompt
 from __future__ import annotations
 
 import csv
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.shared_data import shared_data_file
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def shared_data_dir() -> Path:
-    """``$SHARED_DATA_DIR``, default ``../shared/data`` beside the project."""
-    return Path(os.environ.get("SHARED_DATA_DIR", ROOT.parent / "shared" / "data"))
 
 
 @dataclass(frozen=True)
@@ -43,7 +39,7 @@ class Workload:
 
 def short_texts(n: int) -> list[str]:
     """The first ``n`` laymaker-dev sentences with at least 6 words."""
-    with open(shared_data_dir() / "laymaker-dev.csv", newline="", encoding="utf-8") as handle:
+    with open(shared_data_file("laymaker-dev.csv"), newline="", encoding="utf-8") as handle:
         rows = [row["ORIGINAL"].strip() for row in csv.DictReader(handle)]
     return [text for text in rows if len(text.split()) >= 6][:n]
 
@@ -51,6 +47,6 @@ def short_texts(n: int) -> list[str]:
 def long_texts(n: int, min_words: int = 280, max_words: int = 340) -> list[str]:
     """The first ``n`` Cochrane abstracts of ``min_words``..``max_words``
     words (about 450 SmolLM2 tokens)."""
-    with open(shared_data_dir() / "cochrane-val.source", encoding="utf-8") as handle:
+    with open(shared_data_file("cochrane-val.source"), encoding="utf-8") as handle:
         lines = [line.strip() for line in handle]
     return [text for text in lines if min_words <= len(text.split()) <= max_words][:n]

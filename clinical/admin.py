@@ -3,7 +3,7 @@
 Translations are listed without their text; opening one shows the clinical
 text and records an audit event. Audit events are read-only, filterable and
 exportable as CSV (django-import-export). The dashboard lives at
-``/admin/dashboard/`` (clinical/admin_views.py).
+``/admin/dashboard/`` (clinical/web/admin_views.py).
 """
 
 from __future__ import annotations

@@ -8,6 +8,6 @@ class ClinicalConfig(AppConfig):
 
     def ready(self) -> None:
         from clinical.api import schema  # noqa: F401 - registers the OpenAPI auth extension
-        from clinical.metrics import connect_signals
+        from clinical.runtime.metrics import connect_signals
 
         connect_signals()

@@ -13,4 +13,5 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clinical.settings")
 
 app = Celery("clinical")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks()
+# The tasks live in the re-run package, not in the app's top-level ``tasks``.
+app.autodiscover_tasks(["clinical.rerun"])

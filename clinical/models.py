@@ -9,7 +9,7 @@ from django.db import models
 from django.utils import timezone
 from rest_framework_api_key.models import AbstractAPIKey
 
-from inference.prompts import DEFAULT_LANGUAGE, DEFAULT_READING_LEVEL, LANGUAGES, READING_LEVELS
+from inference.prompts import DEFAULT_LANGUAGE, DEFAULT_READING_LEVEL, LANGUAGES, READING_LEVELS, build_messages
 
 
 class APIClient(AbstractAPIKey):
@@ -108,8 +108,8 @@ class Translation(models.Model):
                   "or the safety check failed.",
     )
 
-    # --- Reading level, safety check and glossary (clinical.readability,
-    # clinical.safety, clinical.glossary); computed when the output completes.
+    # --- Reading level, safety check and glossary (clinical.quality.readability,
+    # clinical.quality.safety, clinical.quality.glossary); computed when the output completes.
     input_fkgl = models.FloatField(null=True, blank=True,
                                    help_text="Flesch-Kincaid grade level of the input (textstat).")
     output_fkgl = models.FloatField(null=True, blank=True,
@@ -161,6 +161,18 @@ class Translation(models.Model):
         return (self.tokens_out - 1) / (decode_ms / 1000) if decode_ms > 0 else None
 
 
+def translation_messages(translation: Translation) -> list[dict[str, str]]:
+    """The chat messages for a translation, with its reading level and
+    language (the fast run and the full-precision re-run use the same)."""
+    return build_messages(translation.input_text, reading_level=translation.reading_level,
+                          language=translation.language)
+
+
+
+#: ``Rerun.precision`` of the confidence gate's re-run (the design's FP32).
+RERUN_PRECISION = "fp32"
+
+
 class Rerun(models.Model):
     """A full-precision re-generation of a low-confidence translation.
 
@@ -185,10 +197,10 @@ class Rerun(models.Model):
     dispatched_at = models.DateTimeField(
         null=True, blank=True,
         help_text="When its task reached the broker; empty while it has not (broker unreachable): "
-                  "the sweep re-dispatches it (clinical.rerun.reruns_redispatch).")
+                  "the sweep re-dispatches it (clinical.rerun.dispatch.reruns_redispatch).")
     broker_epoch = models.CharField(
         max_length=32, blank=True, default="",
-        help_text="The broker's epoch when its task was sent (clinical.broker): a queued re-run sent under "
+        help_text="The broker's epoch when its task was sent (clinical.rerun.broker): a queued re-run sent under "
                   "an older epoch was lost with the broker's data and is sent again by the sweep.")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -200,7 +212,7 @@ class Rerun(models.Model):
     engine = models.CharField(max_length=32, blank=True)
     model_name = models.CharField(max_length=200, blank=True)
     error_class = models.CharField(max_length=120, blank=True)
-    # The re-run's output is checked again (clinical.readability, clinical.safety).
+    # The re-run's output is checked again (clinical.quality.readability, clinical.quality.safety).
     output_fkgl = models.FloatField(null=True, blank=True, help_text="FKGL of the output; English only.")
     output_readability = models.FloatField(null=True, blank=True,
                                            help_text="Score on the translation's readability_measure.")
@@ -212,7 +224,7 @@ class Rerun(models.Model):
             models.UniqueConstraint(fields=["translation", "precision"], name="rerun_one_per_precision"),
         ]
         indexes = [
-            # The sweep's query (clinical.rerun.reruns_redispatch): only the
+            # The sweep's query (clinical.rerun.dispatch.reruns_redispatch): only the
             # few re-runs still waiting for a worker are indexed.
             models.Index(fields=["enqueued_at"], name="rerun_queued", condition=models.Q(status="queued")),
         ]

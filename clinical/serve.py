@@ -9,13 +9,13 @@ engine, sharing Redis and PostgreSQL.
 
 On start the engine is loaded in the background (``SERVE_PRELOAD=0`` turns
 that off; ``/readyz`` answers 503 until it is loaded) and the orphan sweep
-starts (``ORPHAN_SWEEP_INTERVAL_S``; :mod:`clinical.replica`).
+starts (``ORPHAN_SWEEP_INTERVAL_S``; :mod:`clinical.runtime.replica`).
 
 The first SIGTERM or SIGINT stops listening (nginx passes new connections
 to the other replicas), marks the replica draining (``/readyz`` 503,
 new translations refused with ``draining``), lets streams finish for up to
 ``DRAIN_TIMEOUT_S``, then cancels and records the rest, closes every socket
-with 1012 and exits 0 (:func:`clinical.drain.drain_run`). A second signal
+with 1012 and exits 0 (:func:`clinical.runtime.drain.drain_run`). A second signal
 stops at once (streams then left pending are finalised by another
 replica's sweep).
 """
@@ -49,14 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     # Daphne's server module installs the asyncio Twisted reactor: import it first.
     from daphne.endpoints import build_endpoint_description_strings
     from daphne.server import Server
+    from django.conf import settings
     from twisted.internet import reactor
 
     from clinical.asgi import application  # sets Django up
-
-    from django.conf import settings
-
-    from clinical import drain, replica
-    from clinical.engine import engine_get
+    from clinical.ops.sweeps import sweep_forever
+    from clinical.runtime import drain
+    from clinical.translation.engine import engine_get, engine_shutdown
 
     class DrainingServer(Server):
         """Daphne's server, keeping its listening ports so a drain can
@@ -76,10 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             port.stopListening()
         try:
             await drain.drain_run()
-            from clinical import engine as engine_module
-
-            if engine_module._engine is not None:
-                await engine_module._engine.shutdown()
+            await engine_shutdown()
         except Exception:  # noqa: BLE001 - stop anyway
             logger.exception("drain failed")
         finally:
@@ -100,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         loop = asyncio.get_event_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, on_signal, signum)
-        loop.create_task(replica.sweep_forever(), name="orphan-sweep")
+        loop.create_task(sweep_forever(), name="orphan-sweep")
         if os.environ.get("SERVE_PRELOAD", "1") not in {"0", "false", "no"}:
             loop.create_task(_preload(engine_get), name="engine-preload")
         logger.info("replica %s serving on %s:%s", settings.REPLICA_ID, args.host, args.port)
@@ -135,7 +131,7 @@ def _allow_service_restart_close() -> None:
     server_close = WebSocketProtocol.serverClose
 
     def serverClose(self, code=None):  # noqa: N802 - Daphne's name
-        from clinical.drain import CLOSE_SERVICE_RESTART
+        from clinical.runtime.drain import CLOSE_SERVICE_RESTART
 
         if code == CLOSE_SERVICE_RESTART:
             self.sendCloseFrame(code=code, reasonUtf8=b"service restart")

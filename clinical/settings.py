@@ -102,7 +102,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "clinical.views.idle_timeout",
+                "clinical.web.views.idle_timeout",
             ],
         },
     },
@@ -138,7 +138,7 @@ CACHES = {
 }
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "clinical.channel_layer.ResilientRedisChannelLayer",
+        "BACKEND": "clinical.runtime.channel_layer.ResilientRedisChannelLayer",
         "CONFIG": {"hosts": [REDIS_URL], "prefix": os.environ.get("CHANNEL_PREFIX", "clinical")},
     }
 }
@@ -225,7 +225,7 @@ ENGINE_MAX_QUEUE = int(os.environ.get("ENGINE_MAX_QUEUE", "8"))
 # JSON-escaped as a surrogate pair (12 bytes each).
 MAX_FRAME_BYTES = int(os.environ.get("MAX_FRAME_BYTES", "131072"))
 MAX_INPUT_CHARS = int(os.environ.get("MAX_INPUT_CHARS", "8000"))
-# Translations a clinician may start from the page (clinical.ratelimit);
+# Translations a clinician may start from the page (clinical.translation.ratelimit);
 # API clients have their own per-client rate (APIClient.throttle_rate).
 TRANSLATE_RATE_PER_USER = os.environ.get("TRANSLATE_RATE_PER_USER", "30/minute")
 # Frames one socket may send (any type) before further frames are refused.
@@ -257,14 +257,14 @@ RERUN_MAX_RETRIES = int(os.environ.get("RERUN_MAX_RETRIES", "3"))
 RERUN_RETRY_BACKOFF_S = int(os.environ.get("RERUN_RETRY_BACKOFF_S", "5"))
 # A re-run whose task never reached the broker (broker unreachable when the
 # translation completed; Rerun.dispatched_at empty) is sent again by the sweep
-# (clinical.rerun.reruns_redispatch, every ORPHAN_SWEEP_INTERVAL_S on each
+# (clinical.rerun.dispatch.reruns_redispatch, every ORPHAN_SWEEP_INTERVAL_S on each
 # replica, and manage.py translations_sweep) once it is older than this many
 # seconds. It must exceed the time a first dispatch may take (Celery's publish
 # retries, about 1 s), so that the sweep does not race it.
 RERUN_REDISPATCH_GRACE_S = float(os.environ.get("RERUN_REDISPATCH_GRACE_S", "30"))
 
-# --- Reading level, safety check and glossary (clinical/quality.py) -----------
-# A failed safety check (clinical/safety.py) queues the full-precision re-run
+# --- Reading level, safety check and glossary (clinical/quality/measure.py) -----------
+# A failed safety check (clinical/quality/safety.py) queues the full-precision re-run
 # like a low confidence does; off only for tests that isolate the confidence gate.
 SAFETY_RERUN = env_bool("SAFETY_RERUN", True)
 # Glossary: at most this many terms; plain definitions written by the engine
@@ -306,20 +306,20 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "global_keyprefix": os.environ.get("CELERY_KEY_PREFIX", ""),
 }
 
-# --- Replicas, health, metrics and GPU settings (issue 7; README "Deployment") --
+# --- Replicas, health, metrics and GPU settings (README "Deployment") ----------
 # This process's name in leases and logs (default <host>-<pid>).
 REPLICA_ID = os.environ.get("REPLICA_ID") or f"{__import__('socket').gethostname()}-{os.getpid()}"
 # SIGTERM: streams in flight get this long to finish before they are
-# cancelled (recorded) and their sockets closed with 1012 (clinical.drain).
+# cancelled (recorded) and their sockets closed with 1012 (clinical.runtime.drain).
 DRAIN_TIMEOUT_S = float(os.environ.get("DRAIN_TIMEOUT_S", "25"))
-# Redis lease per streaming translation (clinical.replica): time to live and
+# Redis lease per streaming translation (clinical.runtime.replica): time to live and
 # renewal period, seconds; the orphan sweep's period (0 = off) and the age a
 # pending translation must reach before the sweep may finalise it.
 LEASE_TTL_S = int(os.environ.get("LEASE_TTL_S", "15"))
 LEASE_REFRESH_S = float(os.environ.get("LEASE_REFRESH_S", "5"))
 ORPHAN_SWEEP_INTERVAL_S = float(os.environ.get("ORPHAN_SWEEP_INTERVAL_S", "30"))
 SWEEP_GRACE_S = float(os.environ.get("SWEEP_GRACE_S", str(LEASE_TTL_S)))
-# GET /metrics: bearer token; unset = loopback clients only (clinical.metrics).
+# GET /metrics: bearer token; unset = loopback clients only (clinical.runtime.metrics).
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 # Probes and scrapes reach a replica directly over HTTP, never redirected.
 SECURE_REDIRECT_EXEMPT = [r"^livez$", r"^readyz$", r"^metrics$"]
@@ -363,7 +363,7 @@ API_KEY_CUSTOM_HEADER = None
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_id": {"()": "clinical.log.RequestIdFilter"}},
+    "filters": {"request_id": {"()": "clinical.runtime.log.RequestIdFilter"}},
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s [req=%(request_id)s] %(message)s"}
     },

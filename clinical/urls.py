@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from clinical import admin_views, health, metrics, views
+from clinical.web import admin_views, health, views
 
 urlpatterns = [
     path("", views.translate_page, name="translate"),
@@ -11,7 +11,7 @@ urlpatterns = [
     path("api/", include("clinical.api.urls")),
     path("readyz", health.readyz, name="readiness"),
     path("livez", health.livez, name="liveness"),
-    path("metrics", metrics.metrics_view, name="metrics"),
+    path("metrics", health.metrics_view, name="metrics"),
     path("accounts/extend/", views.session_extend, name="session-extend"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/dashboard/", admin.site.admin_view(admin_views.dashboard), name="admin-dashboard"),

@@ -86,7 +86,7 @@ def build_messages(diagnosis_text: str, *, reading_level: int = DEFAULT_READING_
 
 
 # --- Glossary: plain definitions of the input's medical terms ---------------
-# A second, short generation after the main text (clinical.glossary). Its
+# A second, short generation after the main text (clinical.quality.glossary). Its
 # wording is versioned separately from the main prompt.
 GLOSSARY_PROMPT_VERSION = "2026-11-23.1"
 

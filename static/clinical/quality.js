@@ -1,6 +1,6 @@
 // Shows an output's reading level, safety check and glossary (the
 // "readability", "safety" and "glossary" of the done and verified frames,
-// see clinical/quality.py) in the panels of templates/clinical/_result.html.
+// see clinical/quality/measure.py) in the panels of templates/clinical/_result.html.
 // Says the same as clinical/quality_display.py does on the server.
 // Text from the server is only ever written with textContent.
 (function () {

@@ -1,4 +1,4 @@
-// Streams a translation over the WebSocket protocol in clinical/consumers.py
+// Streams a translation over the WebSocket protocol in clinical/web/consumers.py
 // and follows its full-precision verification. Used by the translate page
 // and the translation detail page. Text from the server is only ever
 // written with textContent.

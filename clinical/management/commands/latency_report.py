@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from clinical import stats
+from clinical.web import stats
 
 
 class Command(BaseCommand):

@@ -9,9 +9,9 @@ import time
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from clinical import generation, services
-from clinical.engine import engine_get
 from clinical.models import Translation
+from clinical.translation import generation, services
+from clinical.translation.engine import engine_get
 
 
 class Command(BaseCommand):

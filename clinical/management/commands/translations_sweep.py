@@ -1,7 +1,7 @@
 """``manage.py translations_sweep``: finalise translations whose replica
 died (lease expired) as ``error``/``ReplicaLost``, each with its one audit
 record, and send again the full-precision re-runs whose task never reached
-the broker (:func:`clinical.rerun.reruns_redispatch`). Replicas run the same
+the broker (:func:`clinical.rerun.dispatch.reruns_redispatch`). Replicas run the same
 sweep every ``ORPHAN_SWEEP_INTERVAL_S``; this command is for cron/systemd
 timers, or after stopping every replica.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from clinical.replica import translations_sweep
-from clinical.rerun import reruns_redispatch
+from clinical.ops.sweeps import translations_sweep
+from clinical.rerun.dispatch import reruns_redispatch
 
 
 class Command(BaseCommand):

@@ -1,0 +1,78 @@
+"""What the page says about an output's reading level, safety check and
+glossary: the words and numbers shown on the detail and handout pages
+(``static/clinical/quality.js`` says the same on the live page).
+
+Input: the payloads of :mod:`clinical.quality.measure` (``readability``:
+``{"input_fkgl", "output_fkgl", "measure", "score", "note"}``; ``safety``:
+``{"passed", "missing": [{"kind", "text"}]}``; ``glossary``:
+``[{"term", "definition", "source"}]``). The measures themselves are
+computed in :mod:`clinical.quality.readability` and :mod:`clinical.quality.safety`.
+"""
+
+from __future__ import annotations
+
+from clinical.models import Translation
+from clinical.quality import measure as quality
+
+KIND_LABELS = {
+    "dose": "Dose", "measurement": "Measurement", "number": "Number", "drug": "Drug",
+    "laterality": "Side (left/right)", "negation": "Negation",
+}
+SAFETY_PASSED = ("Nothing missing: every number with its unit, dose, drug name, side (left/right) "
+                 "and negation of the diagnosis is in the explanation.")
+SAFETY_UNCHECKED = "Not checked (the explanation did not complete)."
+NOT_MEASURED = "Not measured for this language."
+
+
+def _grade(value: float | None) -> str:
+    return "not measured (no words)" if value is None else f"grade {value:.1f}"
+
+
+def readability_display(*, readability: dict, reading_level: int) -> dict:
+    """``{"input", "output", "note"}``: the diagnosis's FKGL, the
+    explanation's measure (FKGL for English, Szigriszt-Pazos for Spanish)
+    or "Not measured for this language", and how to read it."""
+    measure, score = readability.get("measure") or "", readability.get("score")
+    if measure == "fkgl":
+        output = f"{_grade(score)} (FKGL; asked for grade {reading_level})"
+    elif measure == "szigriszt_pazos":
+        output = ("not measured (no words)" if score is None
+                  else f"{score:.1f} of 100 (Szigriszt-Pazos; higher is easier)")
+    else:
+        output = NOT_MEASURED
+    input_fkgl = readability.get("input_fkgl")
+    return {"input": f"{_grade(input_fkgl)} (FKGL)", "output": output, "note": readability.get("note") or ""}
+
+
+def safety_display(*, safety: dict) -> dict:
+    """``{"state": "passed"|"failed"|"unchecked", "summary", "missing":
+    [{"label", "text"}]}``."""
+    passed, missing = safety.get("passed"), safety.get("missing") or []
+    if passed is None:
+        return {"state": "unchecked", "summary": SAFETY_UNCHECKED, "missing": []}
+    if passed:
+        return {"state": "passed", "summary": SAFETY_PASSED, "missing": []}
+    return {"state": "failed",
+            "summary": f"Missing from the explanation ({len(missing)}): check before giving it to the patient.",
+            "missing": [{"label": KIND_LABELS.get(item.get("kind"), item.get("kind", "")),
+                         "text": item.get("text", "")} for item in missing]}
+
+
+def translation_quality_display(*, translation: Translation) -> dict | None:
+    """The panels for the text the page shows (the verified re-run's own
+    check once verified, else the fast output's): ``{"readability",
+    "safety", "glossary", "verified"}``; ``None`` before the output
+    completed."""
+    if translation.status != Translation.Status.COMPLETED:
+        return None
+    verified = translation.verified_rerun
+    payload = quality.translation_quality_payload(translation)
+    if verified is not None:
+        payload.update(quality.rerun_quality_payload(verified))
+    return {
+        "readability": readability_display(readability=payload["readability"],
+                                           reading_level=translation.reading_level),
+        "safety": safety_display(safety=payload["safety"]),
+        "glossary": payload.get("glossary") or [],
+        "verified": verified is not None,
+    }

@@ -1,0 +1,100 @@
+"""What the clinician is shown about an output besides its text: reading
+level (:mod:`clinical.quality.readability`) and the safety check
+(:mod:`clinical.quality.safety`); plus the frames and API fields that carry them.
+
+Computed for every completed output (the fast one in
+:func:`clinical.translation.services.translation_finish`, the full-precision re-run's in
+:func:`clinical.rerun.execute.rerun_complete`); about 10 ms once the word lists are
+loaded (:func:`warm`, at engine load).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+from clinical.quality import glossary, readability, safety
+
+logger = logging.getLogger(__name__)
+
+LOW_CONFIDENCE = "low_confidence"
+SAFETY_FAILED = "safety_failed"
+
+
+@dataclass(frozen=True)
+class OutputQuality:
+    """Readability and safety of one output."""
+
+    readability: readability.Readability
+    safety: safety.SafetyResult
+
+
+def output_quality(*, input_text: str, output_text: str, language: str) -> OutputQuality:
+    """Measure one output against its input (see the module docstring)."""
+    return OutputQuality(
+        readability=readability.readability_measure(input_text=input_text, output_text=output_text,
+                                                    language=language),
+        safety=safety.safety_check(input_text=input_text, output_text=output_text, language=language),
+    )
+
+
+def rerun_reasons(*, confidence: float | None, safety_passed: bool | None, threshold: float,
+                  safety_gate: bool = True) -> list[str]:
+    """Why an output needs the full-precision re-run: ``low_confidence``
+    (below ``threshold``, or no tokens) and/or ``safety_failed``."""
+    reasons = []
+    if confidence is None or confidence < threshold:
+        reasons.append(LOW_CONFIDENCE)
+    if safety_gate and safety_passed is False:
+        reasons.append(SAFETY_FAILED)
+    return reasons
+
+
+def readability_payload(*, input_fkgl, output_fkgl, score, measure: str, note: str) -> dict:
+    """``{"input_fkgl", "output_fkgl", "measure", "score", "note"}``."""
+    return {"input_fkgl": input_fkgl, "output_fkgl": output_fkgl, "measure": measure, "score": score,
+            "note": note}
+
+
+def safety_payload(*, passed: bool | None, missing: list[dict] | None) -> dict:
+    """``{"passed", "missing": [{"kind", "text"}]}``."""
+    return {"passed": passed, "missing": list(missing or [])}
+
+
+def translation_quality_payload(translation) -> dict:
+    """The fast output's quality for frames and the API:
+    ``{"readability", "safety", "rerun_reason", "glossary"}``."""
+    return {
+        "readability": readability_payload(
+            input_fkgl=translation.input_fkgl, output_fkgl=translation.output_fkgl,
+            score=translation.output_readability, measure=translation.readability_measure,
+            note=translation.readability_note),
+        "safety": safety_payload(passed=translation.safety_passed, missing=translation.safety_missing),
+        "rerun_reason": translation.rerun_reason,
+        "glossary": list(translation.glossary or []),
+    }
+
+
+def rerun_quality_payload(rerun) -> dict:
+    """The re-run output's quality: ``{"readability", "safety"}`` (input
+    FKGL and measure are the translation's)."""
+    translation = rerun.translation
+    return {
+        "readability": readability_payload(
+            input_fkgl=translation.input_fkgl, output_fkgl=rerun.output_fkgl, score=rerun.output_readability,
+            measure=translation.readability_measure, note=translation.readability_note),
+        "safety": safety_payload(passed=rerun.safety_passed, missing=rerun.safety_missing),
+    }
+
+
+def warm() -> float:
+    """Load the CMU dictionary, the drug dictionary and the HPO ontology
+    now (about 5-10 s once per process). Returns the time taken in ms."""
+    started = time.perf_counter()
+    readability.warm()
+    safety.warm()
+    glossary.warm()
+    elapsed = (time.perf_counter() - started) * 1000
+    logger.info("quality word lists loaded in %.0f ms", elapsed)
+    return elapsed

@@ -1,0 +1,97 @@
+"""Word lists of the safety check (:mod:`clinical.quality.safety`): units with
+their spelled forms, laterality and negation cues, in English and Spanish.
+
+All output-side forms are written lower-case and without accents: the
+output is normalised the same way before matching.
+"""
+
+from __future__ import annotations
+
+#: Unit key → (kind, input abbreviations/words (regex, case-insensitive),
+#: output forms). ``dose`` units measure an amount of a drug; the rest are
+#: ``measurement`` units.
+UNITS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "mg": ("dose", r"mg|milligrams?", ("mg", "milligram", "milligrams", "milligramme", "miligramo", "miligramos")),
+    "mcg": ("dose", r"mcg|µg|μg|ug|micrograms?",
+            ("mcg", "µg", "μg", "ug", "microgram", "micrograms", "microgramo", "microgramos")),
+    "g": ("dose", r"g|grams?|gm", ("g", "gm", "gram", "grams", "gramo", "gramos")),
+    "ml": ("dose", r"ml|cc|milliliters?|millilitres?",
+           ("ml", "cc", "milliliter", "milliliters", "millilitre", "millilitres", "mililitro", "mililitros",
+            "cubic centimeter", "cubic centimeters")),
+    "l": ("dose", r"l|liters?|litres?", ("l", "liter", "liters", "litre", "litres", "litro", "litros")),
+    "units": ("dose", r"units?|iu|u", ("unit", "units", "iu", "u", "international units", "unidad", "unidades",
+                                        "unidades internacionales")),
+    "meq": ("dose", r"meq|milliequivalents?", ("meq", "milliequivalent", "milliequivalents",
+                                                "miliequivalente", "miliequivalentes")),
+    "mmol": ("measurement", r"mmol|millimoles?", ("mmol", "millimole", "millimoles", "milimol", "milimoles")),
+    "tablet": ("dose", r"tablets?|tabs?|pills?", ("tablet", "tablets", "tab", "tabs", "pill", "pills", "tableta",
+                                                  "tabletas", "pastilla", "pastillas", "comprimido", "comprimidos")),
+    "capsule": ("dose", r"capsules?|caps?", ("capsule", "capsules", "cap", "caps", "capsula", "capsulas")),
+    "puff": ("dose", r"puffs?", ("puff", "puffs", "inhalacion", "inhalaciones", "disparo", "disparos")),
+    "drop": ("dose", r"drops?|gtts?", ("drop", "drops", "gtt", "gtts", "gota", "gotas")),
+    "percent": ("measurement", r"%|percent|per\s+cent", ("%", "percent", "per cent", "por ciento")),
+    "mmhg": ("measurement", r"mm\s?hg", ("mmhg", "mm hg", "millimeters of mercury", "millimetres of mercury",
+                                         "milimetros de mercurio")),
+    "mm": ("measurement", r"mm|millimeters?|millimetres?",
+           ("mm", "millimeter", "millimeters", "millimetre", "millimetres", "milimetro", "milimetros")),
+    "cm": ("measurement", r"cm|centimeters?|centimetres?",
+           ("cm", "centimeter", "centimeters", "centimetre", "centimetres", "centimetro", "centimetros")),
+    "kg": ("measurement", r"kg|kilograms?|kilos?", ("kg", "kilogram", "kilograms", "kilo", "kilos",
+                                                   "kilogramo", "kilogramos")),
+    "lb": ("measurement", r"lbs?|pounds?", ("lb", "lbs", "pound", "pounds", "libra", "libras")),
+    "bpm": ("measurement", r"bpm|beats\s+per\s+minute", ("bpm", "beats per minute", "beats a minute", "beats",
+                                                          "times a minute", "times per minute", "per minute",
+                                                          "a minute", "latidos", "por minuto")),
+    "degree": ("measurement", r"°\s?[fc]?|degrees?(?:\s+(?:fahrenheit|celsius))?",
+               ("°c", "°f", "° c", "° f", "°", "degree", "degrees", "grado", "grados")),
+    "year": ("measurement", r"years?(?:[\s-]old)?|y/?o|yrs?", ("year", "years", "yr", "yrs", "y/o", "yo",
+                                                              "ano", "anos")),
+    "month": ("measurement", r"months?|mos?", ("month", "months", "mo", "mos", "mes", "meses")),
+    "week": ("measurement", r"weeks?|wks?", ("week", "weeks", "wk", "wks", "semana", "semanas")),
+    "day": ("measurement", r"days?", ("day", "days", "dia", "dias")),
+    "hour": ("measurement", r"hours?|hrs?|h", ("hour", "hours", "hr", "hrs", "h", "hora", "horas")),
+    "minute": ("measurement", r"minutes?|mins?", ("minute", "minutes", "min", "mins", "minuto", "minutos")),
+    "second": ("measurement", r"seconds?|secs?", ("second", "seconds", "sec", "secs", "segundo", "segundos")),
+}
+
+#: Denominators of compound units (``mg/dL``, ``mg/kg``, ``mL/h``) → output forms.
+PER_UNITS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "dl": (r"dl|deciliters?|decilitres?", ("dl", "deciliter", "decilitre", "decilitro")),
+    "l": (r"l|liters?|litres?", ("l", "liter", "litre", "litro")),
+    "kg": (r"kg|kilograms?", ("kg", "kilogram", "kilo", "kilogramo", "body weight", "peso")),
+    "day": (r"days?|d", ("day", "d", "daily", "dia", "diario", "diaria")),
+    "hour": (r"hours?|hrs?|h", ("hour", "hr", "h", "hourly", "hora")),
+    "min": (r"minutes?|min", ("minute", "min", "minuto")),
+    "m2": (r"m2|m²", ("m2", "m²", "square meter", "square metre", "metro cuadrado")),
+}
+
+#: Input laterality word (regex) → side.
+LATERALITY_INPUT = (
+    (r"\bbilateral(?:ly)?\b", "bilateral"),
+    (r"\bleft\b", "left"),
+    (r"\bright\b(?!\s+(?:away|now))(?<!\ball right)", "right"),
+)
+#: Side → output words (regex over the normalised output).
+LATERALITY_OUTPUT = {
+    "left": r"\bleft\b|\bizquierd[oa]s?\b",
+    "right": r"\bright\b|\bderech[oa]s?\b",
+    "bilateral": r"\bbilateral(?:ly)?\b|\bboth\b|\beach side\b|\bleft and right\b|\bright and left\b"
+                 r"|\bamb[oa]s\b|\blos dos lados\b|\bizquierd[oa]s? y derech[oa]s?\b",
+}
+
+#: NegEx-style cues in the input (Chapman et al. 2001, the subset named in
+#: the issue, plus their inflections). ``n't`` counts as "not".
+NEGATION_INPUT = r"\b(?:no|not|without|denies|denied|deny|negative\s+for)\b|n't\b"
+#: NegEx pseudo-negations: cue phrases that do not negate a finding.
+PSEUDO_NEGATION = r"\b(?:no\s+(?:increase|change|further|significant\s+change)|not\s+only|not\s+necessarily)\b"
+#: Negation words accepted in the output (English and Spanish).
+NEGATION_OUTPUT = (r"\b(?:no|not|without|denies|denied|deny|negative|none|never|nothing|neither|nor|"
+                   r"sin|niega|nego|negativ[oa]s?|ningun[oa]?|nunca|nada|ni|tampoco)\b|n't\b")
+#: Words that end a negation's scope (NegEx terminators) besides punctuation.
+SCOPE_TERMINATORS = {"but", "however", "although", "though", "except", "which", "who"}
+#: Words in a negation's scope that do not identify it.
+SCOPE_STOPWORDS = {"the", "a", "an", "any", "of", "for", "to", "in", "on", "at", "with", "is", "are", "was",
+                   "were", "be", "been", "has", "have", "had", "evidence", "signs", "sign", "acute", "other",
+                   "significant", "obvious", "known", "history", "there", "this", "that", "your", "you"}
+#: Scope length cap in words (NegEx uses a five-word window).
+SCOPE_WORDS = 5

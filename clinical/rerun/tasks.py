@@ -1,0 +1,58 @@
+"""Celery tasks: thin wrappers that take ids and call services."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import Task, shared_task
+from celery.signals import worker_ready, worker_shutdown
+from django.conf import settings
+
+from clinical.rerun import execute
+from clinical.rerun.engine import rerun_engine_get, rerun_engine_shutdown
+from inference.base import EngineError
+
+logger = logging.getLogger(__name__)
+
+
+class _VerifyTask(Task):
+    def on_failure(self, exc, task_id, args, kwargs, einfo) -> None:
+        """Retries exhausted or time limit hit: record the failure."""
+        execute.rerun_fail(translation_id=args[0], error_class=type(exc).__name__)
+
+
+# The name is the task's identity on the wire: it stays the same across
+# module moves, so messages queued by an earlier release still run.
+@shared_task(
+    name="clinical.tasks.translation_verify",
+    base=_VerifyTask,
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=(EngineError,),
+    retry_backoff=settings.RERUN_RETRY_BACKOFF_S,
+    retry_backoff_max=120,
+    max_retries=settings.RERUN_MAX_RETRIES,
+    soft_time_limit=settings.RERUN_SOFT_TIME_LIMIT_S,
+    time_limit=settings.RERUN_TIME_LIMIT_S,
+)
+def translation_verify(self, translation_id: int) -> None:
+    """Re-run translation ``translation_id`` in full precision (queue
+    ``rerun``). Idempotent: a completed re-run is never run again."""
+    execute.rerun_execute(translation_id=translation_id)
+
+
+@worker_ready.connect
+def _load_engine(sender=None, **kwargs) -> None:
+    """Load the full-precision engine before the first task, not in it. A
+    failure is logged; the task then retries the load and fails cleanly."""
+    if "rerun" in {q.name for q in sender.task_consumer.queues}:
+        try:
+            rerun_engine_get()
+        except EngineError:
+            logger.exception("the re-run engine failed to load")
+
+
+@worker_shutdown.connect
+def _release_engine(**kwargs) -> None:
+    rerun_engine_shutdown()

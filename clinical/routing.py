@@ -1,7 +1,0 @@
-from django.urls import path
-
-from clinical.consumers import TranslateConsumer
-
-websocket_urlpatterns = [
-    path("ws/translate/", TranslateConsumer.as_asgi()),
-]

@@ -1,0 +1,133 @@
+"""The streaming run: a pending translation goes through the engine token by
+token and its row is finalised (:func:`clinical.translation.services.translation_finish`)
+with the figures measured on the way (:class:`StreamMeter`).
+
+Times are ``time.monotonic_ns()`` readings; figures are in ms from the
+server receiving the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+
+from clinical.models import Translation, translation_messages
+from clinical.runtime import replica
+from clinical.runtime.log import request_id_var
+from clinical.translation.services import TranslationFigures, translation_finish
+from inference.base import Delta, Engine, GenerationParams
+from inference.confidence import sequence_confidence
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class StreamMeter:
+    """Turns a stream of deltas into :class:`TranslationFigures`.
+
+    ``received_ns`` is ``time.monotonic_ns()`` when the server received the
+    request; TTFT is measured to the first delta carrying a token.
+    """
+
+    received_ns: int
+    admitted_ns: int | None = None
+    first_token_ns: int | None = None
+    prompt_tokens: int | None = None
+    finish_reason: str = ""
+    logprobs: list[float] = field(default_factory=list)
+
+    def observe(self, delta: Delta) -> None:
+        now = time.monotonic_ns()
+        if delta.admitted_ns is not None:
+            self.admitted_ns = delta.admitted_ns
+        if delta.prompt_tokens is not None:
+            self.prompt_tokens = delta.prompt_tokens
+        if self.first_token_ns is None and (delta.token_logprobs or delta.text):
+            self.first_token_ns = now
+        self.logprobs.extend(delta.token_logprobs)
+        if delta.finish_reason:
+            self.finish_reason = delta.finish_reason
+
+    def figures(self, *, end_ns: int | None = None) -> TranslationFigures:
+        end_ns = end_ns or time.monotonic_ns()
+
+        def ms(at: int | None) -> float | None:
+            return None if at is None else round((at - self.received_ns) / 1e6, 2)
+
+        return TranslationFigures(
+            queue_wait_ms=ms(self.admitted_ns),
+            ttft_ms=ms(self.first_token_ns),
+            total_ms=ms(end_ns),
+            tokens_in=self.prompt_tokens,
+            tokens_out=len(self.logprobs),
+            confidence=sequence_confidence(self.logprobs),
+            finish_reason=self.finish_reason,
+        )
+
+
+_finish_async = database_sync_to_async(translation_finish)
+
+
+async def translation_generate(
+    *,
+    translation: Translation,
+    engine: Engine,
+    on_token: Callable[[str], Awaitable[None]] | None = None,
+    received_ns: int,
+    max_tokens: int | None = None,
+) -> Translation:
+    """Stream a pending translation through ``engine`` and finalise its row,
+    holding this replica's lease on it meanwhile (:mod:`clinical.runtime.replica`).
+
+    Each piece of text is passed to ``on_token`` as it arrives (callers
+    that only want the end result pass none). The row ends
+    ``completed`` (with confidence and figures), ``error`` (engine failure;
+    the partial text is kept) or, when the calling task is cancelled,
+    ``cancelled`` after the engine request is aborted.
+
+    Returns:
+        The finalised translation.
+
+    Raises:
+        asyncio.CancelledError: re-raised after the row is finalised.
+    """
+    async with replica.translation_lease(translation):
+        request_id = str(translation.request_id)
+        request_id_var.set(request_id)
+        meter = StreamMeter(received_ns=received_ns)
+        parts: list[str] = []
+        params = GenerationParams(max_tokens=max_tokens or settings.MAX_OUTPUT_TOKENS,
+                                  ignore_eos=settings.INFERENCE_IGNORE_EOS)
+        try:
+            async for delta in engine.generate(request_id, translation_messages(translation), params):
+                meter.observe(delta)
+                if delta.text:
+                    parts.append(delta.text)
+                    if on_token is not None:
+                        await on_token(delta.text)
+        except asyncio.CancelledError:
+            await engine.abort(request_id)
+            meter.finish_reason = "abort"
+            await asyncio.shield(_finish_async(
+                translation_id=translation.pk, status=Translation.Status.CANCELLED,
+                output_text="".join(parts), figures=meter.figures()))
+            logger.info("translation cancelled after %d tokens", len(meter.logprobs))
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure ends the row in error
+            logger.error("translation failed: %s", type(exc).__name__)
+            return await _finish_async(
+                translation_id=translation.pk, status=Translation.Status.ERROR,
+                output_text="".join(parts), figures=meter.figures(),
+                error_class=type(exc).__name__)
+        done = await _finish_async(
+            translation_id=translation.pk, status=Translation.Status.COMPLETED,
+            output_text="".join(parts).strip(), figures=meter.figures())
+        logger.info("translation completed tokens=%s ttft_ms=%s total_ms=%s",
+                    done.tokens_out, done.ttft_ms, done.total_ms)
+        return done

@@ -1,0 +1,300 @@
+"""Business logic: admitting a request (validation, rate limit, engine
+queue, refusals) and the writes (sync, keyword-only, atomic) that create and
+finalise a translation. The streaming run itself is in
+:mod:`clinical.translation.generation`.
+
+Views, the WebSocket consumer and management commands call these functions;
+they hold no logic of their own.
+"""
+
+from __future__ import annotations
+
+import logging
+import unicodedata
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import DatabaseError, transaction
+from django.utils import timezone
+from limits.errors import StorageError
+from redis.exceptions import RedisError
+
+from clinical import audit
+from clinical.models import Translation
+from clinical.quality import glossary
+from clinical.quality import measure as quality
+from clinical.rerun import dispatch
+from clinical.runtime import drain, metrics
+from clinical.translation import engine as process_engine
+from clinical.translation import ratelimit
+from inference.base import EngineBusy, EngineInfo
+from inference.prompts import (
+    DEFAULT_LANGUAGE,
+    DEFAULT_READING_LEVEL,
+    LANGUAGES,
+    PROMPT_VERSION,
+    READING_LEVELS,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def translation_text_clean(*, text: object) -> str:
+    """Validate and normalise a diagnosis text.
+
+    Returns:
+        The text, NFC-normalised and stripped of surrounding whitespace.
+
+    Raises:
+        ValidationError: with ``code`` ``"invalid"`` (not a string or holds
+            control characters other than tab/newline), ``"empty"``, or
+            ``"too_long"`` (over ``settings.MAX_INPUT_CHARS`` characters).
+    """
+    if not isinstance(text, str):
+        raise ValidationError("The diagnosis text must be a string.", code="invalid")
+    cleaned = unicodedata.normalize("NFC", text).strip()
+    if not cleaned:
+        raise ValidationError("Please enter a diagnosis text to translate.", code="empty")
+    limit = settings.MAX_INPUT_CHARS
+    if len(cleaned) > limit:
+        raise ValidationError(
+            f"The text is {len(cleaned):,} characters long; the limit is {limit:,}.",
+            code="too_long",
+        )
+    if any(unicodedata.category(ch) in {"Cc", "Cs"} and ch not in "\t\n\r" for ch in cleaned):
+        raise ValidationError("The text contains control characters.", code="invalid")
+    return cleaned
+
+
+def translation_options_clean(*, reading_level: object, language: object) -> tuple[int, str]:
+    """Validate the reading level (US grade) and the output language.
+
+    Returns:
+        ``(reading_level, language)``; ``None`` values become the defaults
+        (grade 6, English).
+
+    Raises:
+        ValidationError: code ``"invalid_option"``.
+    """
+    level = DEFAULT_READING_LEVEL if reading_level is None else reading_level
+    lang = DEFAULT_LANGUAGE if language is None else language
+    if not isinstance(level, int) or isinstance(level, bool) or level not in READING_LEVELS:
+        raise ValidationError(f"The reading level must be one of {sorted(READING_LEVELS)}.", code="invalid_option")
+    if not isinstance(lang, str) or lang not in LANGUAGES:
+        raise ValidationError(f"The language must be one of {sorted(LANGUAGES)}.", code="invalid_option")
+    return int(level), str(lang)
+
+
+def translation_create(*, user, text: object, source: str = Translation.Source.WEB,
+                       engine_info: EngineInfo | None = None, api_client=None,
+                       reading_level: object = None, language: object = None) -> Translation:
+    """Accept a request: validate the text and options and store a
+    ``pending`` row.
+
+    Raises:
+        ValidationError: see :func:`translation_text_clean` and
+            :func:`translation_options_clean`; no translation is stored,
+            only its ``rejected`` audit event.
+    """
+    try:
+        cleaned = translation_text_clean(text=text)
+        reading_level, language = translation_options_clean(reading_level=reading_level, language=language)
+    except ValidationError as exc:
+        audit.audit_refusal(user=user, api_client=api_client, source=source, text=text,
+                            outcome="rejected", error_class=f"ValidationError:{exc.code}",
+                            engine_info=engine_info)
+        raise
+    return _translation_insert(user=user, api_client=api_client, text=cleaned, source=source,
+                               engine_info=engine_info, reading_level=reading_level, language=language)
+
+
+@transaction.atomic
+def _translation_insert(*, user, api_client, text: str, source: str, engine_info: EngineInfo | None,
+                        reading_level: int, language: str) -> Translation:
+    return Translation.objects.create(
+        user=user if user is not None and user.is_authenticated else None,
+        api_client=api_client,
+        reading_level=reading_level,
+        language=language,
+        source=source,
+        input_text=text,
+        prompt_version=PROMPT_VERSION,
+        engine=engine_info.engine if engine_info else "",
+        model_name=engine_info.model if engine_info else "",
+        precision=engine_info.precision if engine_info else "",
+    )
+
+
+class TranslationRefused(Exception):
+    """A request was refused before generation (and audited where the
+    database could be reached).
+
+    Attributes:
+        code: ``engine_error`` (the model could not load), ``busy`` (the
+            engine's queue is full), ``rate_limited`` (the clinician's
+            ``TRANSLATE_RATE_PER_USER`` is used up), ``draining`` (this
+            replica is shutting down; retry reaches another), ``unavailable`` (the
+            database or Redis cannot be reached; nothing was stored) or a
+            validation code (``empty``, ``too_long``, ``invalid``,
+            ``invalid_option``).
+        message: for the person or system that sent the request.
+        retry_after_s: for ``busy``, ``rate_limited``, ``unavailable`` and
+            ``engine_error``, seconds to wait.
+    """
+
+    def __init__(self, code: str, message: str, retry_after_s: int | None = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.retry_after_s = code, message, retry_after_s
+
+
+#: Seconds a client is asked to wait when the database or Redis is down.
+UNAVAILABLE_RETRY_AFTER_S = 10
+
+
+def unavailable_refusal() -> TranslationRefused:
+    """The refusal for a request that met an unreachable database or Redis."""
+    return TranslationRefused(
+        "unavailable", "The service cannot reach its database right now; nothing was recorded. "
+        f"Please try again in {UNAVAILABLE_RETRY_AFTER_S} s.", retry_after_s=UNAVAILABLE_RETRY_AFTER_S)
+
+
+async def translation_accept(*, user, api_client, source: str, text: object,
+                             reading_level: object = None, language: object = None):
+    """Admit a request from a socket or the API: within the clinician's
+    rate, a started engine with room in its queue, and a valid text stored
+    as a pending translation.
+
+    Returns:
+        ``(translation, engine)``.
+
+    Raises:
+        TranslationRefused: see its codes; the refusal is audited
+            (``error`` for an engine that cannot load, else ``rejected``),
+            except ``unavailable``, which has no database to write to.
+    """
+    try:
+        return await _translation_accept(user=user, api_client=api_client, source=source, text=text,
+                                         reading_level=reading_level, language=language)
+    except (DatabaseError, RedisError, StorageError) as exc:
+        logger.error("request refused, backing service unreachable: %s", type(exc).__name__)
+        metrics.request_observe(outcome="unavailable", source=source)
+        raise unavailable_refusal() from None
+
+
+async def _translation_accept(*, user, api_client, source, text, reading_level, language):
+    refuse = database_sync_to_async(audit.audit_refusal)
+    if drain.is_draining():  # this replica is shutting down (clinical.runtime.drain)
+        await refuse(user=user, api_client=api_client, source=source, text=text,
+                     outcome="rejected", error_class="Draining")
+        raise TranslationRefused("draining", "This server is restarting. Please retry: you will be "
+                                 "connected to another server.", retry_after_s=drain.DRAIN_RETRY_AFTER_S)
+    if api_client is None and user is not None:
+        retry_after_s = await sync_to_async(ratelimit.translate_retry_after_s, thread_sensitive=False)(
+            user_id=user.pk)
+        if retry_after_s is not None:
+            await refuse(user=user, api_client=api_client, source=source, text=text,
+                         outcome="rejected", error_class="RateLimited")
+            raise TranslationRefused(
+                "rate_limited", f"Too many translations in a short time. Please retry in {retry_after_s} s.",
+                retry_after_s=retry_after_s)
+    try:
+        engine = await process_engine.engine_get()
+    except Exception as exc:  # noqa: BLE001 - reported to the caller
+        logger.error("engine unavailable: %s", type(exc).__name__)
+        await refuse(user=user, api_client=api_client, source=source, text=text,
+                     outcome="error", error_class=type(exc).__name__)
+        raise TranslationRefused("engine_error", "The translation engine is unavailable. Please try again.",
+                                 retry_after_s=30) from None
+    try:
+        engine.admit()
+    except EngineBusy as busy:
+        await refuse(user=user, api_client=api_client, source=source, text=text,
+                     outcome="rejected", error_class="EngineBusy", engine_info=engine.info)
+        raise TranslationRefused("busy", f"The service is busy. Please retry in {busy.retry_after_s} s.",
+                                 retry_after_s=busy.retry_after_s) from None
+    try:
+        translation = await database_sync_to_async(translation_create)(
+            user=user, api_client=api_client, text=text, source=source, engine_info=engine.info,
+            reading_level=reading_level, language=language)
+    except ValidationError as exc:
+        raise TranslationRefused(exc.code or "invalid", exc.messages[0]) from None
+    return translation, engine
+
+
+@dataclass
+class TranslationFigures:
+    """Measured figures of one run (ms from the server receiving the request)."""
+
+    queue_wait_ms: float | None = None
+    ttft_ms: float | None = None
+    total_ms: float | None = None
+    tokens_in: int | None = None
+    tokens_out: int = 0
+    confidence: float | None = None
+    finish_reason: str = ""
+
+
+@transaction.atomic
+def translation_finish(*, translation_id: int, status: str, output_text: str,
+                       figures: TranslationFigures, error_class: str = "") -> Translation:
+    """Put a pending translation in its final state, exactly once, with its
+    audit event in the same transaction.
+
+    A completed output is measured (readability, safety check:
+    :func:`clinical.quality.measure.output_quality`, about 10 ms). A completed
+    translation whose confidence is below the threshold, or whose safety
+    check failed (unless ``SAFETY_RERUN`` is off), gets a full-precision
+    re-run queued in the same transaction
+    (:func:`clinical.rerun.dispatch.rerun_request`); ``rerun_reason`` says which.
+
+    The first call wins: a translation that is already final is returned
+    unchanged, so a late or repeated call can never overwrite an outcome.
+
+    Raises:
+        ValueError: ``status`` is not a final status.
+        Translation.DoesNotExist: unknown id.
+    """
+    if status not in Translation.FINAL_STATUSES:
+        raise ValueError(f"not a final status: {status}")
+    row = Translation.objects.select_for_update().get(pk=translation_id)
+    if row.status != Translation.Status.PENDING:
+        return row
+    row.status = status
+    row.output_text = output_text
+    row.error_class = error_class[:120]
+    row.finished_at = timezone.now()
+    row.queue_wait_ms = figures.queue_wait_ms
+    row.ttft_ms = figures.ttft_ms
+    row.total_ms = figures.total_ms
+    row.tokens_in = figures.tokens_in
+    row.tokens_out = figures.tokens_out
+    row.confidence = figures.confidence
+    row.finish_reason = figures.finish_reason
+    reasons = []
+    if status == Translation.Status.COMPLETED:
+        _quality_store(row)
+        reasons = quality.rerun_reasons(confidence=row.confidence, safety_passed=row.safety_passed,
+                                        threshold=settings.CONFIDENCE_THRESHOLD,
+                                        safety_gate=settings.SAFETY_RERUN)
+        row.rerun_reason = ",".join(reasons)
+    row.save()
+    audit.audit_translation(translation=row)
+    if reasons:
+        dispatch.rerun_request(translation=row)
+    return row
+
+
+def _quality_store(row: Translation) -> None:
+    """Set the readability and safety fields of a completed row (unsaved)."""
+    measured = quality.output_quality(input_text=row.input_text, output_text=row.output_text,
+                                      language=row.language)
+    r = measured.readability
+    row.input_fkgl, row.output_fkgl, row.output_readability = r.input_fkgl, r.output_fkgl, r.output_score
+    row.readability_measure, row.readability_note = r.measure, r.note[:200]
+    row.safety_passed = measured.safety.passed
+    row.safety_missing = measured.safety.missing_dicts()
+    row.glossary = [term.as_dict() for term in
+                    glossary.glossary_terms(row.input_text, max_terms=settings.GLOSSARY_MAX_TERMS)]

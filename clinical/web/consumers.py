@@ -1,0 +1,290 @@
+"""WebSocket protocol for streaming a translation to the clinician's page.
+
+Client → server frames (JSON text):
+    ``{"type": "translate", "text": "<diagnosis>", "reading_level"?: 4|6|8,
+    "language"?: "en"|"es"}``
+    ``{"type": "cancel"}``
+    ``{"type": "watch", "id": "<request id>"}``: follow the verification of
+    one of the user's own earlier translations.
+Server → client frames:
+    ``{"type": "started", "id", "engine", "model", "precision"}``
+    ``{"type": "token", "text"}`` (one per decoded piece)
+    ``{"type": "done", "id", "status": "completed", "ttft_ms", "total_ms",
+    "queue_wait_ms", "tokens_in", "tokens_out", "tokens_per_s",
+    "confidence", "finish_reason", "verification", "readability",
+    "safety", "rerun_reason", "glossary"}`` (see
+    :func:`clinical.quality.measure.translation_quality_payload`)
+    then, below the confidence threshold or when the safety check failed,
+    ``verifying`` and later ``verified`` or ``verification_failed`` (see
+    :func:`clinical.rerun.notify.verification_frame`).
+    then ``{"type": "glossary", "id", "terms": [{"term", "definition",
+    "source"}]}`` once the engine has written plain definitions of the
+    input's medical terms (``source`` ``engine``; terms it did not define
+    keep their vocabulary definition: ``hpo_layperson``, ``hpo``, ``drug``).
+    ``{"type": "cancelled", "id"}``
+    ``{"type": "error", "code", "message"}`` with ``code`` one of
+    ``bad_frame``, ``empty``, ``too_long``, ``invalid``, ``invalid_option``, ``in_progress``,
+    ``engine_error``, ``not_found``, ``frame_too_large``, ``busy`` (the engine's queue is full),
+    ``rate_limited`` (``TRANSLATE_RATE_PER_USER`` or ``SOCKET_FRAME_RATE`` exceeded),
+    ``unavailable`` (database or Redis unreachable; nothing was stored),
+    ``draining`` and ``server_restart`` (this replica is shutting down); the
+    last six and ``engine_error`` carry ``retry_after_s`` when a retry can help.
+Anonymous sockets are closed with code 4401, and so is a socket whose
+session expires, is logged out or whose user is deactivated (checked on
+every frame and every ``SESSION_CHECK_INTERVAL_S``). A replica that shuts
+down closes its sockets with 1012 (Service Restart) once their streams have
+ended (:mod:`clinical.runtime.drain`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import DatabaseError
+from redis.exceptions import RedisError
+
+from clinical.models import Translation
+from clinical.quality import measure as quality
+from clinical.rerun import notify
+from clinical.runtime import drain
+from clinical.translation import generation, ratelimit, selectors, services
+from clinical.translation import glossary_writes as glossary_services
+from clinical.translation.engine import engine_get
+
+logger = logging.getLogger(__name__)
+
+CLOSE_UNAUTHENTICATED = 4401
+
+
+class TranslateConsumer(AsyncJsonWebsocketConsumer):
+    """Streams one translation at a time per socket; see module docstring."""
+
+    async def connect(self) -> None:
+        self.task: asyncio.Task | None = None
+        self.generating = False  # true from "started" until the last token
+        self.groups_joined: set[str] = set()
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        await self.accept()
+        drain.socket_register(self)
+        self.session_watch = asyncio.create_task(self.watch_session())
+        # Start loading the model while the clinician is still typing.
+        asyncio.ensure_future(engine_get()).add_done_callback(_ignore_result)
+
+    async def disconnect(self, code: int) -> None:
+        drain.socket_unregister(self)
+        if getattr(self, "session_watch", None) is not None:
+            self.session_watch.cancel()
+        if getattr(self, "task", None) is not None and not self.task.done():
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+        for group in getattr(self, "groups_joined", ()):
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def session_live(self) -> bool:
+        session = self.scope.get("session")
+        return await database_sync_to_async(selectors.session_is_live)(
+            session_key=getattr(session, "session_key", None), user_id=self.scope["user"].pk)
+
+    async def end_session(self) -> None:
+        """The session expired, was logged out or the user deactivated:
+        stop any generation and close with 4401 (the page reloads to login)."""
+        if self.generating:
+            self.task.cancel()
+        await self.close(code=CLOSE_UNAUTHENTICATED)
+
+    async def watch_session(self) -> None:
+        """Re-check the session while the socket is open, idle or not."""
+        while True:
+            await asyncio.sleep(settings.SESSION_CHECK_INTERVAL_S)
+            if not await self.session_live():
+                await self.end_session()
+                return
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs) -> None:
+        if not ratelimit.socket_frame_allowed(channel_name=self.channel_name):
+            await self.send_error("rate_limited", f"Too many frames; at most {settings.SOCKET_FRAME_RATE}.")
+            return
+        try:
+            live = await self.session_live()
+        except (DatabaseError, RedisError):
+            await self.send_unavailable()
+            return
+        if not live:
+            await self.end_session()
+            return
+        if text_data is None:
+            await self.send_error("bad_frame", "Frames must be JSON text, not binary.")
+            return
+        if len(text_data) > settings.MAX_FRAME_BYTES // 4 and len(text_data.encode()) > settings.MAX_FRAME_BYTES:
+            await self.send_error("frame_too_large",
+                                  f"Frames are limited to {settings.MAX_FRAME_BYTES:,} bytes.")
+            return
+        try:
+            content = json.loads(text_data)
+        except ValueError:
+            await self.send_error("bad_frame", "The frame is not valid JSON.")
+            return
+        try:
+            await self.receive_json(content)
+        except (DatabaseError, RedisError) as exc:
+            logger.error("frame refused, backing service unreachable: %s", type(exc).__name__)
+            await self.send_unavailable()
+
+    async def receive_json(self, content, **kwargs) -> None:
+        received_ns = time.monotonic_ns()
+        kind = content.get("type") if isinstance(content, dict) else None
+        if kind == "translate":
+            await self.start_translation(content, received_ns)
+        elif kind == "watch":
+            await self.watch(content.get("id"))
+        elif kind == "cancel":
+            if self.generating:
+                self.task.cancel()
+        else:
+            await self.send_error("bad_frame", 'Unknown frame; expected type "translate", "cancel" or "watch".')
+
+    async def start_translation(self, content: dict, received_ns: int) -> None:
+        text = content.get("text")
+        if self.generating:
+            await self.send_error("in_progress", "A translation is already running; cancel it first.")
+            return
+        try:
+            translation, engine = await services.translation_accept(
+                user=self.scope["user"], api_client=None, source=Translation.Source.WEB, text=text,
+                reading_level=content.get("reading_level"), language=content.get("language"))
+        except services.TranslationRefused as refused:
+            frame = {"type": "error", "code": refused.code, "message": refused.message}
+            if refused.retry_after_s is not None:
+                frame["retry_after_s"] = refused.retry_after_s
+            await self.send_json(frame)
+            return
+        await self.follow(translation)
+        await self.send_json({
+            "type": "started", "id": str(translation.request_id),
+            "engine": engine.info.engine, "model": engine.info.model,
+            "precision": engine.info.precision,
+            "reading_level": translation.reading_level, "language": translation.language,
+        })
+        if self.task is not None and not self.task.done():
+            self.task.cancel()  # the previous one's glossary step: the new text goes first
+        self.generating = True
+        self.task = asyncio.create_task(self.run(translation, engine, received_ns))
+
+    async def run(self, translation: Translation, engine, received_ns: int) -> None:
+        try:
+            done = await generation.translation_generate(
+                translation=translation, engine=engine, received_ns=received_ns,
+                on_token=lambda text: self.send_json({"type": "token", "text": text}))
+        except asyncio.CancelledError:
+            self.generating = False
+            await self.send_closed_safe({"type": "cancelled", "id": str(translation.request_id)})
+            raise
+        except (DatabaseError, RedisError) as exc:
+            # The text was streamed but its final state could not be stored;
+            # the row stays pending until the sweep finalises it.
+            logger.error("translation not recorded: %s", type(exc).__name__)
+            self.generating = False
+            await self.send_closed_safe({
+                "type": "error", "code": "unavailable", "retry_after_s": services.UNAVAILABLE_RETRY_AFTER_S,
+                "message": "The database became unreachable, so this translation could not be recorded. "
+                           "Please do not use it; try again shortly."})
+            return
+        # The socket takes the next request as soon as this one has ended,
+        # before the frames below are sent.
+        self.generating = False
+        if done.status == Translation.Status.COMPLETED:
+            await self.send_json(done_frame(done))
+            await self.send_verification_state(done)
+            await self.send_glossary(done, engine)
+        else:
+            await self.send_error("engine_error", "The translation failed and was recorded. Please try again.")
+
+    async def send_glossary(self, translation: Translation, engine) -> None:
+        """After ``done``: the engine writes plain definitions of the
+        glossary terms, then a ``glossary`` frame carries them (a new
+        translate frame cancels this step, see start_translation). It is
+        background work: on a one-at-a-time engine another clinician's
+        translation stops it, and then no frame follows (the ``done``
+        frame's vocabulary definitions stand)."""
+        before = list(translation.glossary or [])
+        terms = await glossary_services.translation_glossary_explain(translation=translation, engine=engine)
+        if terms != before:
+            await self.send_json(glossary_services.glossary_frame(translation))
+
+    async def watch(self, request_id: object) -> None:
+        try:
+            translation = await database_sync_to_async(selectors.translation_get_for_user)(
+                user=self.scope["user"], request_id=request_id)
+        except (Translation.DoesNotExist, ValidationError, ValueError, TypeError):
+            await self.send_error("not_found", "No such translation.")
+            return
+        await self.follow(translation)
+        await self.send_verification_state(translation)
+
+    async def follow(self, translation: Translation) -> None:
+        """Join the translation's group: re-run workers report there."""
+        group = notify.translation_group(translation.request_id)
+        await self.channel_layer.group_add(group, self.channel_name)
+        self.groups_joined.add(group)
+
+    async def send_verification_state(self, translation: Translation) -> None:
+        """Send the current verification state, read after joining the
+        group so that no update from the worker falls between the two."""
+        await translation.arefresh_from_db(fields=["verification"])
+        frame = await database_sync_to_async(notify.verification_frame)(translation)
+        if frame is not None:
+            await self.send_json(frame)
+
+    async def translation_verification(self, event: dict) -> None:
+        """Channel-layer handler: a re-run worker reports progress."""
+        await self.send_json(event["frame"])
+
+    async def send_unavailable(self) -> None:
+        refusal = services.unavailable_refusal()
+        await self.send_closed_safe({"type": "error", "code": refusal.code, "message": refusal.message,
+                                     "retry_after_s": refusal.retry_after_s})
+
+    async def send_error(self, code: str, message: str) -> None:
+        await self.send_json({"type": "error", "code": code, "message": message})
+
+    async def send_closed_safe(self, content: dict) -> None:
+        """Send unless the socket is already gone (disconnect cancels too)."""
+        try:
+            await self.send_json(content)
+        except Exception:  # noqa: BLE001 - the client left; nothing to tell
+            pass
+
+
+def done_frame(translation: Translation) -> dict:
+    """The ``done`` frame for a completed translation."""
+    return {
+        "type": "done",
+        "id": str(translation.request_id),
+        "status": translation.status,
+        "ttft_ms": translation.ttft_ms,
+        "total_ms": translation.total_ms,
+        "queue_wait_ms": translation.queue_wait_ms,
+        "tokens_in": translation.tokens_in,
+        "tokens_out": translation.tokens_out,
+        "tokens_per_s": translation.tokens_per_s,
+        "confidence": translation.confidence,
+        "finish_reason": translation.finish_reason,
+        "verification": translation.verification,
+        # readability, safety, rerun_reason, glossary (clinical.quality.measure)
+        **quality.translation_quality_payload(translation),
+    }
+
+
+def _ignore_result(future: asyncio.Future) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        logger.error("engine preload failed: %s", type(future.exception()).__name__)

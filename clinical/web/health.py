@@ -1,0 +1,126 @@
+"""Health endpoints for the load balancer and the process supervisor.
+
+``GET /livez``: the process is alive and its event loop answers (200
+always; no dependency is checked, so a Redis outage does not make a
+supervisor restart every replica at once).
+
+``GET /readyz``: whether this replica should receive traffic. Named checks,
+each ``{"ok": bool, "ms": float, "error"?: str}``:
+
+* ``engine``: the model is loaded (the first call loads it and prefills the
+  shared prompt, so ``scripts/run.sh`` and the tests use it to warm up);
+* ``redis``: ``PING`` answers within 2 s (channel layer, broker, leases);
+* ``database``: ``SELECT 1`` answers within 5 s.
+
+200 ``{"status": "ready", ...}`` when all pass; 503 with ``"status":
+"unavailable"`` (and ``error``, the first failing check's exception class)
+when one fails, or ``"status": "draining"`` once the replica is shutting
+down (:mod:`clinical.runtime.drain`). Neither carries patient data, so neither
+needs a login.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import time
+
+import redis.asyncio as aioredis
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+from clinical.runtime import drain
+from clinical.translation.engine import engine_get
+
+REDIS_TIMEOUT_S = 2.0
+DATABASE_TIMEOUT_S = 5.0
+
+
+def livez(request: HttpRequest) -> JsonResponse:
+    """``GET /livez``: 200 while the process serves requests."""
+    return JsonResponse({"status": "alive", "replica": settings.REPLICA_ID})
+
+
+async def _timed(check) -> tuple[dict, object]:
+    started = time.perf_counter()
+    try:
+        value = await check()
+    except Exception as exc:  # noqa: BLE001 - reported as a failed check
+        return {"ok": False, "ms": round((time.perf_counter() - started) * 1000, 1),
+                "error": type(exc).__name__}, None
+    return {"ok": True, "ms": round((time.perf_counter() - started) * 1000, 1)}, value
+
+
+async def _redis_ping() -> None:
+    client = aioredis.Redis.from_url(settings.REDIS_URL, socket_timeout=REDIS_TIMEOUT_S,
+                                     socket_connect_timeout=REDIS_TIMEOUT_S)
+    try:
+        await asyncio.wait_for(client.ping(), REDIS_TIMEOUT_S)
+    finally:
+        await client.aclose()
+
+
+def _select_one() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+
+
+async def _database_ping() -> None:
+    await asyncio.wait_for(database_sync_to_async(_select_one)(), DATABASE_TIMEOUT_S)
+
+
+async def readyz(request: HttpRequest) -> JsonResponse:
+    """``GET /readyz``: see the module docstring."""
+    (engine_check, engine), (redis_check, _), (db_check, _) = await asyncio.gather(
+        _timed(engine_get), _timed(_redis_ping), _timed(_database_ping))
+    checks = {"engine": engine_check, "redis": redis_check, "database": db_check}
+    body: dict = {"status": "ready", "replica": settings.REPLICA_ID}
+    if engine is not None:
+        info = engine.info
+        body |= {"engine": info.engine, "model": info.model, "precision": info.precision,
+                 "device": info.device}
+    body["checks"] = checks
+    failed = [check for check in checks.values() if not check["ok"]]
+    if failed:
+        body["status"] = "unavailable"
+        body["error"] = failed[0]["error"]
+    elif drain.is_draining():
+        body["status"] = "draining"
+    return JsonResponse(body, status=200 if body["status"] == "ready" else 503)
+
+
+def _loopback_direct(request: HttpRequest) -> bool:
+    if request.headers.get("X-Forwarded-For") or request.headers.get("X-Real-IP"):
+        return False
+    try:
+        return ipaddress.ip_address(request.META.get("REMOTE_ADDR", "")).is_loopback
+    except ValueError:
+        return False
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """``GET /metrics`` in the Prometheus text format
+    (:mod:`clinical.runtime.metrics` lists the metrics).
+
+    Access: with ``METRICS_TOKEN`` set, ``Authorization: Bearer <token>`` is
+    required (401 otherwise); unset, only loopback clients that did not come
+    through a proxy (no ``X-Forwarded-For``/``X-Real-IP``) are answered (403
+    otherwise).
+    """
+    token = settings.METRICS_TOKEN
+    if token:
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+            response = HttpResponse("A valid bearer token is required.\n", status=401,
+                                    content_type="text/plain")
+            response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+            return response
+    elif not _loopback_direct(request):
+        return HttpResponse("Metrics are served to loopback clients only (set METRICS_TOKEN).\n",
+                            status=403, content_type="text/plain")
+    return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,153 @@
+"""A clinician in a real browser (Debian's chromium driven by Playwright)
+against a real Daphne: log in, translate, watch tokens stream, cancel."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from clinical.models import Translation
+from inference.models import smollm2_gguf_path, smollm2_hf_path
+from tests.conftest import PASSWORD, ROOT, in_worker_thread
+from tests.data import laymaker_sentences
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+SCREENSHOTS = ROOT / "var" / "screenshots"
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is installed by scripts/setup.sh")
+
+
+@pytest.fixture
+def browser_page():
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        messages: list[str] = []
+        page.on("console", lambda message: messages.append(message.text))
+        yield page
+        browser.close()
+    # The page must work under the Content-Security-Policy without violations.
+    assert not [m for m in messages if "Content Security Policy" in m], messages
+
+
+def only_translation() -> Translation:
+    """The one Translation row, read in a worker thread: Playwright's sync
+    API keeps an event loop running in the test's thread, where Django
+    refuses ORM calls."""
+    return in_worker_thread(lambda: Translation.objects.select_related("user")
+                            .prefetch_related("reruns").get())
+
+
+def log_in(page, server, username: str) -> None:
+    # Load the engine and the quality word lists first (GET /readyz), so the
+    # first translation's timeouts do not include them.
+    assert httpx.get(server.base_url + "/readyz", timeout=180).status_code == 200
+    page.goto(server.base_url + "/")
+    expect(page).to_have_url(re.compile(r"/accounts/login/"))
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Explain a diagnosis to a patient")).to_be_visible()
+
+
+def count_output_updates(page) -> None:
+    page.evaluate("""() => {
+        window.__outputUpdates = 0;
+        new MutationObserver(() => { window.__outputUpdates += 1; })
+            .observe(document.getElementById('output'), {childList: true, characterData: true, subtree: true});
+    }""")
+
+
+def test_clinician_watches_a_translation_stream_in(daphne_server, clinician, browser_page):
+    server = daphne_server(INFERENCE_ENGINE="llamacpp", INFERENCE_MODEL=str(smollm2_gguf_path()))
+    page = browser_page
+    log_in(page, server, clinician.username)
+    sentence = laymaker_sentences()[17]
+    page.get_by_label("Diagnosis text").fill(sentence)
+    page.get_by_label("Reading level").select_option("8")
+    count_output_updates(page)
+    page.get_by_role("button", name="Translate").click()
+
+    expect(page.locator("#status")).to_have_text(re.compile(r"^Done"), timeout=60_000)
+    assert page.evaluate("window.__outputUpdates") >= 3, "the text did not stream in pieces"
+    expect(page.locator("#fig-ttft")).to_have_text(re.compile(r"^[\d,]+ ms$"))
+    expect(page.locator("#fig-total")).to_have_text(re.compile(r"^[\d,]+ ms$"))
+    confidence = float(page.locator("#fig-confidence").inner_text())
+    assert 0 < confidence <= 1
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "translate-done.png"), full_page=True)
+
+    row = only_translation()
+    assert row.status == Translation.Status.COMPLETED and row.user == clinician
+    assert (row.reading_level, row.language) == (8, "en")
+    assert page.locator("#output").inner_text().strip() == row.output_text
+    assert f"{row.confidence:.2f}" == page.locator("#fig-confidence").inner_text()
+
+
+def test_verified_text_replaces_the_fast_one_and_is_there_on_return(
+        daphne_server, celery_worker_process, clinician, browser_page):
+    """Below the threshold the page shows verification progress, then swaps
+    in the FP32 text (fast draft kept for comparison); the detail page shows
+    the verified text after the clinician comes back."""
+    server = daphne_server(INFERENCE_ENGINE="fake", CONFIDENCE_THRESHOLD="1.01")
+    celery_worker_process(RERUN_ENGINE="vllm", RERUN_MODEL=str(smollm2_hf_path()))
+    page = browser_page
+    log_in(page, server, clinician.username)
+    sentence = laymaker_sentences()[8]
+    page.get_by_label("Diagnosis text").fill(sentence)
+    page.get_by_role("button", name="Translate").click()
+
+    verification = page.locator("#verification")
+    expect(verification).to_be_visible(timeout=30_000)
+    expect(page.locator("#verification-progress")).to_be_visible()
+    expect(verification).to_have_attribute("data-state", "verified", timeout=240_000)
+    expect(page.locator("#verification-progress")).to_be_hidden()
+    expect(verification).to_contain_text("Verified in full precision (fp32)")
+    fast = "Plain words: " + sentence
+    page.get_by_text("Compare with the fast draft").click()
+    expect(page.locator("#fast-text")).to_have_text(fast)
+    verified_text = only_translation().verified_rerun.output_text
+    expect(page.locator("#output")).to_have_text(verified_text)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "translate-verified.png"), full_page=True)
+
+    page.goto(server.base_url + "/")
+    page.locator("table.recent a").first.click()
+    expect(page.locator("#output")).to_have_text(verified_text)
+    expect(page.locator("#verification")).to_contain_text("Verified in full precision")
+    expect(page.locator("#fast-text")).to_have_text(fast)
+
+
+def test_cancel_button_stops_the_stream(daphne_server, clinician, browser_page):
+    server = daphne_server(INFERENCE_ENGINE="fake", FAKE_ENGINE_TOKEN_DELAY_S="0.1")
+    page = browser_page
+    log_in(page, server, clinician.username)
+    page.get_by_label("Diagnosis text").fill(" ".join(["word"] * 200))
+    page.get_by_role("button", name="Translate").click()
+    expect(page.locator("#output")).not_to_be_empty(timeout=60_000)  # the first request loads the word lists
+    page.get_by_role("button", name="Cancel").click()
+
+    expect(page.locator("#status")).to_have_text(re.compile(r"^Cancelled\."))
+    expect(page.get_by_role("button", name="Translate")).to_be_enabled()
+    row = only_translation()
+    assert row.status == Translation.Status.CANCELLED
+    assert row.tokens_out < 150
+
+
+def test_the_idle_warning_offers_one_click_to_stay_signed_in(daphne_server, clinician, browser_page):
+    server = daphne_server(INFERENCE_ENGINE="fake", SESSION_IDLE_TIMEOUT_S="124")
+    page = browser_page
+    log_in(page, server, clinician.username)
+    warning = page.get_by_role("alertdialog")
+    expect(warning).to_be_visible(timeout=15_000)  # 2 minutes before the end
+    expect(warning).to_contain_text("signed out in 2 minutes")
+    page.get_by_role("button", name="Stay signed in").click()
+    expect(warning).to_be_hidden()
+    expect(warning).to_be_visible(timeout=15_000)  # the timer restarted, so it warns again

@@ -1,0 +1,178 @@
+"""The confidence gate: below CONFIDENCE_THRESHOLD a real Celery worker
+re-runs the translation in full precision and the verified text reaches the
+clinician's socket through the Redis channel layer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+import redis
+from django.conf import settings
+from websockets.asyncio.client import connect
+
+from clinical.models import Rerun, Translation
+from clinical.translation import services
+from inference.models import smollm2_gguf_path, smollm2_hf_path
+from tests.conftest import in_thread
+from tests.data import laymaker_sentences
+from tests.frames import receive_until
+
+FINAL = ("verified", "verification_failed", "error", "cancelled")
+
+
+async def open_socket(server, session):
+    return connect(server.ws_url + "/ws/translate/", open_timeout=30, additional_headers={
+        "Cookie": f"sessionid={session}", "Origin": server.base_url})
+
+
+# -- unit: the gate's decision, in-process ---------------------------------
+
+def finish_with_confidence(user, confidence: float) -> Translation:
+    row = services.translation_create(user=user, text=laymaker_sentences()[2])
+    return services.translation_finish(
+        translation_id=row.pk, status=Translation.Status.COMPLETED, output_text="Plain text.",
+        figures=services.TranslationFigures(tokens_out=3, confidence=confidence))
+
+
+@pytest.mark.django_db
+def test_gate_does_nothing_at_or_above_the_threshold(clinician, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        row = finish_with_confidence(clinician, settings.CONFIDENCE_THRESHOLD)
+    assert row.verification == Translation.Verification.NOT_NEEDED
+    assert not Rerun.objects.exists()
+    assert callbacks == []
+
+
+@pytest.mark.django_db
+def test_below_the_threshold_one_rerun_is_queued_after_commit(clinician, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        row = finish_with_confidence(clinician, settings.CONFIDENCE_THRESHOLD - 0.01)
+    assert row.verification == Translation.Verification.PENDING
+    rerun = Rerun.objects.get()
+    assert (rerun.translation, rerun.precision, rerun.status) == (row, "fp32", Rerun.Status.QUEUED)
+    assert len(callbacks) == 1  # translation_verify.delay, sent only once the row is committed
+
+
+@pytest.mark.django_db
+def test_cancelled_and_failed_translations_are_not_rerun(clinician):
+    for status in (Translation.Status.CANCELLED, Translation.Status.ERROR):
+        row = services.translation_create(user=clinician, text="Left knee pain.")
+        services.translation_finish(translation_id=row.pk, status=status, output_text="",
+                                    figures=services.TranslationFigures(confidence=0.1))
+    assert not Rerun.objects.exists()
+
+
+# -- live: real Daphne, real worker, real channel layer --------------------
+
+@pytest.mark.slow
+async def test_low_confidence_output_is_replaced_by_the_fp32_rerun_live(
+        daphne_server, celery_worker_process, clinician):
+    worker = celery_worker_process(RERUN_ENGINE="vllm", RERUN_MODEL=str(smollm2_hf_path()))
+    server = daphne_server(INFERENCE_ENGINE="llamacpp", INFERENCE_MODEL=str(smollm2_gguf_path()),
+                           CONFIDENCE_THRESHOLD="1.01")  # above any possible confidence
+    session = await in_thread(lambda: server.login(clinician.username))
+    async with await open_socket(server, session) as socket:
+        await socket.send(json.dumps({"type": "translate", "text": laymaker_sentences()[4]}))
+        frames = await receive_until(socket, FINAL, timeout=240)
+
+    types = [f["type"] for f in frames]
+    assert types[0] == "started" and types.count("token") >= 3, types
+    done_at = types.index("done")
+    assert frames[done_at]["verification"] == "pending"
+    assert "verifying" in types[done_at:], types
+    assert types[-1] == "verified", worker.logs()[-3000:]
+    verified = frames[-1]
+    assert verified["precision"] == "fp32" and verified["engine"] == "vllm"
+    assert verified["text"] and 0 < verified["confidence"] <= 1
+
+    def check_database():
+        translation = Translation.objects.get()
+        (rerun,) = Rerun.objects.filter(translation=translation)
+        assert translation.verification == Translation.Verification.VERIFIED
+        assert (rerun.precision, rerun.status, rerun.attempts) == ("fp32", Rerun.Status.COMPLETED, 1)
+        assert rerun.output_text == verified["text"]
+        assert rerun.queue_wait_ms >= 0 and rerun.duration_ms > 0
+        assert translation.output_text and translation.confidence is not None  # fast text kept
+    await in_thread(check_database)
+
+
+@pytest.mark.slow
+async def test_gate_sends_nothing_to_the_queue_above_the_threshold(daphne_server, clinician, stack_env):
+    server = daphne_server(INFERENCE_ENGINE="llamacpp", INFERENCE_MODEL=str(smollm2_gguf_path()),
+                           CONFIDENCE_THRESHOLD="0", SAFETY_RERUN="0")  # the confidence gate alone
+    session = await in_thread(lambda: server.login(clinician.username))
+    async with await open_socket(server, session) as socket:
+        await socket.send(json.dumps({"type": "translate", "text": laymaker_sentences()[4]}))
+        frames = await receive_until(socket, ("done", "error"), timeout=60)
+        assert frames[-1]["type"] == "done" and frames[-1]["verification"] == "not_needed"
+        with pytest.raises(TimeoutError):  # no verifying frame follows
+            await receive_until(socket, ("verifying",), timeout=1.5)
+    assert await in_thread(lambda: Rerun.objects.count()) == 0
+    broker = redis.Redis.from_url(settings.REDIS_URL)
+    assert broker.llen(stack_env["CELERY_KEY_PREFIX"] + "rerun") == 0
+
+
+@pytest.mark.slow
+async def test_worker_killed_mid_task_is_redelivered_and_completes_once(
+        daphne_server, celery_worker_process, clinician):
+    """Worker down: the request is 'pending' and nothing is lost. A worker
+    that is SIGKILLed while running the task leaves it unacknowledged; the
+    next worker gets it after the visibility timeout and completes it once."""
+    fast_broker = {"RERUN_VISIBILITY_TIMEOUT_S": "6", "CELERY_UNACKED_RESTORE_INTERVAL_S": "1",
+                   "CELERY_UNACKED_RESTORE_THROTTLE": "1"}
+    server = daphne_server(INFERENCE_ENGINE="fake", CONFIDENCE_THRESHOLD="1.01", **fast_broker)
+    session = await in_thread(lambda: server.login(clinician.username))
+    worker_env = {"RERUN_ENGINE": "fake", "FAKE_ENGINE_TOKEN_DELAY_S": "0.3", **fast_broker}
+    async with await open_socket(server, session) as socket:
+        await socket.send(json.dumps({"type": "translate", "text": "Mild degenerative change of the left knee."}))
+        frames = await receive_until(socket, ("verifying",), timeout=30)
+        assert frames[-1]["state"] == "queued"
+
+        # No worker yet: the request waits, marked pending, nothing lost.
+        await asyncio.sleep(1)
+        assert await in_thread(lambda: Translation.objects.get().verification) == "pending"
+
+        first = celery_worker_process(**worker_env)
+        frames += await receive_until(socket, ("verifying",), timeout=60)
+        assert frames[-1]["state"] == "running", frames
+        first.kill()
+        killed_at = time.monotonic()
+        rerun = await in_thread(lambda: Rerun.objects.get())
+        assert rerun.status == Rerun.Status.RUNNING and rerun.attempts == 1
+
+        second = celery_worker_process(**worker_env)
+        frames += await receive_until(socket, ("verified", "verification_failed"), timeout=90)
+        assert frames[-1]["type"] == "verified", second.logs()[-3000:]
+        assert time.monotonic() - killed_at >= 5  # redelivered after the visibility timeout
+        with pytest.raises(TimeoutError):  # and verified exactly once
+            await receive_until(socket, ("verified",), timeout=3)
+
+    rerun = await in_thread(lambda: Rerun.objects.get())
+    assert rerun.status == Rerun.Status.COMPLETED and rerun.attempts == 2
+    assert rerun.output_text == frames[-1]["text"]
+    assert await in_thread(lambda: Translation.objects.get().verification) == "verified"
+
+
+@pytest.mark.slow
+async def test_a_rerun_that_keeps_failing_is_reported_and_the_fast_text_stays(
+        daphne_server, celery_worker_process, clinician, tmp_path):
+    server = daphne_server(INFERENCE_ENGINE="fake", CONFIDENCE_THRESHOLD="1.01")
+    session = await in_thread(lambda: server.login(clinician.username))
+    celery_worker_process(RERUN_ENGINE="vllm", RERUN_MODEL=str(tmp_path / "no-such-model"),
+                          HF_HUB_OFFLINE="1", RERUN_MAX_RETRIES="1", RERUN_RETRY_BACKOFF_S="1")
+    async with await open_socket(server, session) as socket:
+        await socket.send(json.dumps({"type": "translate", "text": "No acute fracture of the right wrist."}))
+        frames = await receive_until(socket, FINAL, timeout=120)
+    assert frames[-1]["type"] == "verification_failed" and frames[-1]["message"]
+
+    def check_database():
+        translation = Translation.objects.get()
+        rerun = Rerun.objects.get()
+        assert translation.verification == Translation.Verification.FAILED
+        assert rerun.status == Rerun.Status.FAILED and rerun.error_class == "EngineError"
+        assert rerun.attempts == 2  # the first try and one retry
+        assert translation.output_text == "Plain words: No acute fracture of the right wrist."
+    await in_thread(check_database)

@@ -1,0 +1,105 @@
+"""The reading level, safety check and glossary as the clinician sees them
+on the detail and handout pages (the measures are clinical.quality.measure's)."""
+
+from __future__ import annotations
+
+import pytest
+
+from clinical.models import Rerun, Translation
+from clinical.quality import measure as quality
+from clinical.quality.display import (
+    NOT_MEASURED,
+    SAFETY_PASSED,
+    readability_display,
+    safety_display,
+    translation_quality_display,
+)
+from tests.data import laymaker_sentences
+
+LIVER = 47  # "The liver edge is palpable 4 cm below right costal margin ."
+
+
+def measured_translation(user, *, output: str, language: str = "en", **fields) -> Translation:
+    """A completed translation with the real readability and safety check
+    of ``output`` stored, as clinical.translation.services does."""
+    text = laymaker_sentences()[LIVER]
+    measured = quality.output_quality(input_text=text, output_text=output, language=language)
+    return Translation.objects.create(
+        user=user, input_text=text, output_text=output, language=language,
+        status=Translation.Status.COMPLETED, input_fkgl=measured.readability.input_fkgl,
+        output_fkgl=measured.readability.output_fkgl, output_readability=measured.readability.output_score,
+        readability_measure=measured.readability.measure, readability_note=measured.readability.note,
+        safety_passed=measured.safety.passed, safety_missing=measured.safety.missing_dicts(), **fields)
+
+
+def test_readability_is_said_per_measure_and_plainly_when_there_is_none():
+    english = readability_display(readability={"input_fkgl": 11.04, "measure": "fkgl", "score": 5.96,
+                                               "note": "n"}, reading_level=6)
+    assert english == {"input": "grade 11.0 (FKGL)", "output": "grade 6.0 (FKGL; asked for grade 6)", "note": "n"}
+    spanish = readability_display(readability={"input_fkgl": 9.0, "measure": "szigriszt_pazos", "score": 78.8,
+                                               "note": ""}, reading_level=4)
+    assert spanish["output"] == "78.8 of 100 (Szigriszt-Pazos; higher is easier)"
+    none = readability_display(readability={"input_fkgl": None, "measure": "", "score": None,
+                                            "note": "No readability measure for language 'fr'."}, reading_level=6)
+    assert none["output"] == NOT_MEASURED and none["input"] == "not measured (no words) (FKGL)"
+
+
+def test_safety_lists_each_missing_fact_with_its_kind():
+    failed = safety_display(safety={"passed": False, "missing": [{"kind": "laterality", "text": "right"},
+                                                                  {"kind": "dose", "text": "5 mg"}]})
+    assert failed["state"] == "failed" and failed["summary"].startswith("Missing from the explanation (2)")
+    assert failed["missing"] == [{"label": "Side (left/right)", "text": "right"}, {"label": "Dose", "text": "5 mg"}]
+    assert safety_display(safety={"passed": True, "missing": []}) == {
+        "state": "passed", "summary": SAFETY_PASSED, "missing": []}
+    assert safety_display(safety={"passed": None, "missing": []})["state"] == "unchecked"
+
+
+@pytest.mark.django_db
+def test_detail_page_shows_fkgl_and_the_missing_facts_next_to_the_text(client, clinician):
+    row = measured_translation(clinician, output="Your doctor felt your liver.",
+                               glossary=[{"term": "costal margin", "definition": "the lower edge of the ribs",
+                                          "source": "test"}])
+    client.force_login(clinician)
+    body = client.get(f"/translations/{row.request_id}/").content.decode()
+    assert f"grade {row.input_fkgl:.1f} (FKGL)" in body
+    assert f"grade {row.output_fkgl:.1f} (FKGL; asked for grade 6)" in body
+    assert 'id="safety" class="safety" data-state="failed"' in body
+    assert "<span class=\"kind\">Measurement:</span> 4 cm" in body
+    assert "<span class=\"kind\">Side (left/right):</span> right" in body
+    assert "<dt>costal margin</dt><dd>the lower edge of the ribs</dd>" in body
+    # The handout warns the clinician (screen only) and prints the glossary.
+    handout = client.get(f"/translations/{row.request_id}/handout/").content.decode()
+    assert "Safety check of the model's text" in handout and "Side (left/right):" in handout
+    assert "Words you may hear" in handout
+
+
+@pytest.mark.django_db
+def test_spanish_output_shows_its_own_measure(client, clinician):
+    row = measured_translation(clinician, language="es",
+                               output="El médico palpó el hígado 4 cm por debajo del borde costal derecho.")
+    client.force_login(clinician)
+    body = client.get(f"/translations/{row.request_id}/").content.decode()
+    assert f"{row.output_readability:.1f} of 100 (Szigriszt-Pazos; higher is easier)" in body
+    assert 'data-state="passed"' in body and 'lang="es"' in body
+
+
+@pytest.mark.django_db
+def test_once_verified_the_panels_describe_the_verified_text(clinician):
+    row = measured_translation(clinician, output="Your doctor felt your liver.",
+                               verification=Translation.Verification.VERIFIED)
+    Rerun.objects.create(translation=row, status=Rerun.Status.COMPLETED, output_fkgl=4.2, output_readability=4.2,
+                         output_text="Your doctor felt your liver 4 cm below the right ribs.",
+                         safety_passed=True, safety_missing=[])
+    shown = translation_quality_display(translation=Translation.objects.get(pk=row.pk))
+    assert shown["verified"] and shown["safety"]["state"] == "passed"
+    assert shown["readability"]["output"] == "grade 4.2 (FKGL; asked for grade 6)"
+
+
+@pytest.mark.django_db
+def test_no_panels_before_the_output_completed(client, clinician):
+    row = Translation.objects.create(user=clinician, input_text=laymaker_sentences()[LIVER],
+                                     status=Translation.Status.CANCELLED)
+    assert translation_quality_display(translation=row) is None
+    client.force_login(clinician)
+    body = client.get(f"/translations/{row.request_id}/").content.decode()
+    assert 'id="safety" class="safety" data-state="" hidden' in body
