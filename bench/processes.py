@@ -86,11 +86,13 @@ class ServerProcess:
 
 
 class DaphneServer(ServerProcess):
-    """A real ``daphne`` process serving ``clinical.asgi`` on a free port."""
+    """The product's server as ``make run`` starts it (``python -m
+    clinical.serve``: Daphne with the engine preload, the sweeps and the
+    drain on SIGTERM) on a free port."""
 
     def __init__(self, env: dict[str, str], log_path: Path) -> None:
         super().__init__(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", "{port}", "clinical.asgi:application"],
+            [sys.executable, "-m", "clinical.serve", "--host", "127.0.0.1", "--port", "{port}"],
             env, log_path, ready_path="/accounts/login/",
         )
         self.ws_url = f"ws://127.0.0.1:{self.port}"

@@ -164,6 +164,10 @@ def stack_env(transactional_db):
         "CELERY_KEY_PREFIX": f"test-{run}:",
         "CACHE_PREFIX": f"test-{run}",
         "PYTHONUNBUFFERED": "1",
+        # The sweeps' tests run them themselves; a server's own round would
+        # race them. A stopped server drains for at most 5 s.
+        "ORPHAN_SWEEP_INTERVAL_S": "0",
+        "DRAIN_TIMEOUT_S": "5",
     })
     previous = settings.CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"]
     settings.CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = env["CELERY_KEY_PREFIX"]

@@ -13,8 +13,8 @@ from rest_framework.response import Response
 from clinical.api import fhir
 from clinical.api.errors import as_api_exception
 from clinical.api.flow import APIRefusal, api_refusal_audit, api_translation_accept
-from clinical.models import Translation
-from clinical.translation import generation, selectors
+from clinical.translation import selectors, stream
+from clinical.translation.services import UNAVAILABLE_RETRY_AFTER_S
 
 FHIR_JSON = "application/fhir+json"
 ISSUE_BY_STATUS = {400: "invalid", 401: "login", 403: "forbidden", 404: "not-found", 405: "not-supported",
@@ -64,12 +64,17 @@ class PlainLanguageOperationView(APIView):
             return Response(fhir.operation_outcome(ISSUE_BY_STATUS.get(refusal.status, "exception"),
                                                    refusal.detail),
                             status=refusal.status, headers=refusal.headers)
-        done = await generation.translation_generate(translation=translation, engine=engine,
-                                                   received_ns=received_ns)
-        if done.status != Translation.Status.COMPLETED:
+        events = stream.translation_events(translation=translation, engine=engine, received_ns=received_ns)
+        final = await stream.translation_until_final(events)
+        stream.translation_detach(events, request_id=str(translation.request_id))  # the glossary
+        if final.kind == stream.UNRECORDED:
+            return Response(fhir.operation_outcome("transient", "The database became unreachable, so this "
+                                                   "translation could not be recorded. Try again shortly."),
+                            status=503, headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S)})
+        if final.kind != stream.DONE:
             return Response(fhir.operation_outcome("exception", "The translation failed and was recorded."),
                             status=502)
-        view = await database_sync_to_async(selectors.translation_api_view)(translation=done)
+        view = await database_sync_to_async(selectors.translation_api_view)(translation=final.translation)
         return Response(fhir.plain_language_parameters(api_view=view, references=references))
 
     def handle_exception(self, exc):

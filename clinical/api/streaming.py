@@ -12,7 +12,6 @@ recorded as cancelled).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 
@@ -21,11 +20,9 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.http import StreamingHttpResponse
 from rest_framework.renderers import BaseRenderer
 
+from clinical import frames
 from clinical.models import Translation
-from clinical.translation import generation, selectors
-from clinical.translation import glossary_writes as glossary_services
-
-_END = object()
+from clinical.translation import selectors, stream
 
 
 class EventStreamRenderer(BaseRenderer):
@@ -56,35 +53,27 @@ def translation_event_stream(*, translation: Translation, engine, received_ns: i
 
 
 async def _events(translation: Translation, engine, received_ns: int) -> AsyncIterator[str]:
-    queue: asyncio.Queue = asyncio.Queue()
-
-    async def on_token(text: str) -> None:
-        queue.put_nowait(sse("token", {"text": text}))
-
-    async def run() -> Translation:
-        try:
-            return await generation.translation_generate(
-                translation=translation, engine=engine, on_token=on_token, received_ns=received_ns)
-        finally:
-            queue.put_nowait(_END)
-
-    task = asyncio.create_task(run())
-    try:
-        yield sse("started", {"id": str(translation.request_id), "engine": engine.info.engine,
-                              "model": engine.info.model, "precision": engine.info.precision})
-        while (item := await queue.get()) is not _END:
-            yield item
-        done = await task
-        body = await database_sync_to_async(selectors.translation_api_view)(translation=done)
-        if done.status == Translation.Status.COMPLETED:
-            yield sse("done", body)
-            before = list(done.glossary or [])
-            if await glossary_services.translation_glossary_explain(translation=done, engine=engine) != before:
-                frame = glossary_services.glossary_frame(done)
-                yield sse("glossary", {"id": frame["id"], "terms": frame["terms"]})
-        else:
+    """The translation's events (:mod:`clinical.translation.stream`) as SSE;
+    payloads are the socket frames' (:mod:`clinical.frames`) without
+    ``type``, but ``done``, which is the translation as ``GET`` returns it."""
+    async for event in stream.translation_events(translation=translation, engine=engine,
+                                                 received_ns=received_ns):
+        if event.kind == stream.STARTED:
+            yield sse("started", _payload(frames.started_frame(translation, engine.info)))
+        elif event.kind == stream.TOKEN:
+            yield sse("token", _payload(frames.token_frame(event.text)))
+        elif event.kind == stream.DONE:
+            yield sse("done", await database_sync_to_async(selectors.translation_api_view)(
+                translation=event.translation))
+        elif event.kind == stream.GLOSSARY:
+            yield sse("glossary", _payload(frames.glossary_frame(event.translation)))
+        elif event.kind == stream.FAILED:
+            body = await database_sync_to_async(selectors.translation_api_view)(translation=event.translation)
             yield sse("error", {"detail": "The translation failed and was recorded.", **body})
-    finally:
-        if not task.done():  # the client went away: stop the engine request
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        elif event.kind == stream.UNRECORDED:
+            yield sse("error", {"detail": "The database became unreachable, so this translation could not "
+                                          "be recorded. Please do not use it; try again shortly."})
+
+
+def _payload(frame: dict) -> dict:
+    return {key: value for key, value in frame.items() if key != "type"}

@@ -7,7 +7,6 @@ same engine as the WebSocket path.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
@@ -25,14 +24,10 @@ from clinical.api.flow import APIRefusal, api_refusal_audit, api_translation_acc
 from clinical.api.serializers import ErrorSerializer, TranslationRequestSerializer, TranslationSerializer
 from clinical.api.streaming import EventStreamRenderer, translation_event_stream
 from clinical.models import Translation
-from clinical.translation import generation, selectors
-from clinical.translation import glossary_writes as glossary_services
+from clinical.translation import selectors, stream
+from clinical.translation.services import UNAVAILABLE_RETRY_AFTER_S
 
 logger = logging.getLogger(__name__)
-
-# Generations started with ?wait=false; kept referenced until they finish.
-_background: set[asyncio.Task] = set()
-
 
 class TranslationCreateView(APIView):
     required_scopes = {"POST": "translate"}
@@ -79,17 +74,21 @@ class TranslationCreateView(APIView):
                                                 received_ns=received_ns)
             response["Location"] = location
             return response
-        run = generation.translation_generate(translation=translation, engine=engine, received_ns=received_ns)
-        if not wait:
-            _spawn(_then_glossary(run, engine))
+        events = stream.translation_events(translation=translation, engine=engine, received_ns=received_ns)
+        if not wait:  # the whole run after the 202
+            stream.translation_detach(events, request_id=str(translation.request_id))
             data = await database_sync_to_async(selectors.translation_api_view)(translation=translation)
             return Response(data, status=status.HTTP_202_ACCEPTED,
                             headers={"Location": location, **poll_headers(data)})
-        done = await run
-        data = await database_sync_to_async(selectors.translation_api_view)(translation=done)
-        if done.status == Translation.Status.COMPLETED:  # plain definitions follow; poll to read them
-            _spawn(glossary_services.translation_glossary_explain(translation=done, engine=engine))
-        code = status.HTTP_201_CREATED if done.status == Translation.Status.COMPLETED else status.HTTP_502_BAD_GATEWAY
+        final = await stream.translation_until_final(events)
+        stream.translation_detach(events, request_id=str(translation.request_id))  # the glossary: poll to read it
+        if final.kind == stream.UNRECORDED:
+            return Response({"detail": "The database became unreachable, so this translation could not be "
+                                       "recorded. Please do not use it; try again shortly."},
+                            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+                            headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S)})
+        data = await database_sync_to_async(selectors.translation_api_view)(translation=final.translation)
+        code = status.HTTP_201_CREATED if final.kind == stream.DONE else status.HTTP_502_BAD_GATEWAY
         return Response(data, status=code, headers={"Location": location, **poll_headers(data)})
 
 
@@ -101,19 +100,6 @@ def poll_headers(data: dict) -> dict[str, str]:
     unfinished = (data["status"] == Translation.Status.PENDING
                   or data["verification"] in (Translation.Verification.PENDING, Translation.Verification.RUNNING))
     return {"Retry-After": str(settings.API_POLL_AFTER_S)} if unfinished else {}
-
-
-def _spawn(coroutine) -> None:
-    task = asyncio.create_task(coroutine)
-    _background.add(task)
-    task.add_done_callback(_background.discard)
-
-
-async def _then_glossary(run, engine) -> None:
-    """The fast run, then the glossary's plain definitions."""
-    done = await run
-    if done.status == Translation.Status.COMPLETED:
-        await glossary_services.translation_glossary_explain(translation=done, engine=engine)
 
 
 class TranslationDetailView(APIView):

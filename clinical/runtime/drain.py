@@ -35,6 +35,7 @@ import weakref
 
 from django.conf import settings
 
+from clinical.frames import error_frame
 from clinical.runtime import replica
 
 logger = logging.getLogger(__name__)
@@ -120,10 +121,9 @@ async def drain_run(*, timeout_s: float | None = None, poll_s: float = 0.1) -> d
         if task is not None and not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        await _close(consumer, {
-            "type": "error", "code": "server_restart", "retry_after_s": DRAIN_RETRY_AFTER_S,
-            "message": "This server is restarting; the translation was stopped and recorded. "
-                       "Please try again: you will be connected to another server."})
+        await _close(consumer, error_frame(
+            "server_restart", "This server is restarting; the translation was stopped and recorded. "
+            "Please try again: you will be connected to another server.", retry_after_s=DRAIN_RETRY_AFTER_S))
         closed += 1
     seconds = round(time.monotonic() - started, 2)
     result = {"finished": max(0, in_flight_at_start - cancelled), "cancelled": cancelled,

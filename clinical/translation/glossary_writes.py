@@ -81,10 +81,3 @@ async def translation_glossary_explain(*, translation: Translation, engine: Engi
         translation_id=translation.pk, terms=[term.as_dict() for term in merged])
     translation.glossary = stored
     return stored
-
-
-def glossary_frame(translation: Translation) -> dict:
-    """The ``glossary`` socket frame / SSE event:
-    ``{"type": "glossary", "id", "terms": [{"term", "definition", "source"}]}``."""
-    return {"type": "glossary", "id": str(translation.request_id), "terms": list(translation.glossary or [])}
-

@@ -1,34 +1,8 @@
-"""WebSocket protocol for streaming a translation to the clinician's page.
+"""The WebSocket consumer that streams a translation to the clinician's
+page. The frames it sends are built in :mod:`clinical.frames` (which holds
+the protocol), and a translation's events come from
+:func:`clinical.translation.stream.translation_events`.
 
-Client → server frames (JSON text):
-    ``{"type": "translate", "text": "<diagnosis>", "reading_level"?: 4|6|8,
-    "language"?: "en"|"es"}``
-    ``{"type": "cancel"}``
-    ``{"type": "watch", "id": "<request id>"}``: follow the verification of
-    one of the user's own earlier translations.
-Server → client frames:
-    ``{"type": "started", "id", "engine", "model", "precision"}``
-    ``{"type": "token", "text"}`` (one per decoded piece)
-    ``{"type": "done", "id", "status": "completed", "ttft_ms", "total_ms",
-    "queue_wait_ms", "tokens_in", "tokens_out", "tokens_per_s",
-    "confidence", "finish_reason", "verification", "readability",
-    "safety", "rerun_reason", "glossary"}`` (see
-    :func:`clinical.quality.measure.translation_quality_payload`)
-    then, below the confidence threshold or when the safety check failed,
-    ``verifying`` and later ``verified`` or ``verification_failed`` (see
-    :func:`clinical.rerun.notify.verification_frame`).
-    then ``{"type": "glossary", "id", "terms": [{"term", "definition",
-    "source"}]}`` once the engine has written plain definitions of the
-    input's medical terms (``source`` ``engine``; terms it did not define
-    keep their vocabulary definition: ``hpo_layperson``, ``hpo``, ``drug``).
-    ``{"type": "cancelled", "id"}``
-    ``{"type": "error", "code", "message"}`` with ``code`` one of
-    ``bad_frame``, ``empty``, ``too_long``, ``invalid``, ``invalid_option``, ``in_progress``,
-    ``engine_error``, ``not_found``, ``frame_too_large``, ``busy`` (the engine's queue is full),
-    ``rate_limited`` (``TRANSLATE_RATE_PER_USER`` or ``SOCKET_FRAME_RATE`` exceeded),
-    ``unavailable`` (database or Redis unreachable; nothing was stored),
-    ``draining`` and ``server_restart`` (this replica is shutting down); the
-    last six and ``engine_error`` carry ``retry_after_s`` when a retry can help.
 Anonymous sockets are closed with code 4401, and so is a socket whose
 session expires, is logged out or whose user is deactivated (checked on
 every frame and every ``SESSION_CHECK_INTERVAL_S``). A replica that shuts
@@ -50,12 +24,11 @@ from django.core.exceptions import ValidationError
 from django.db import DatabaseError
 from redis.exceptions import RedisError
 
+from clinical import frames
 from clinical.models import Translation
-from clinical.quality import measure as quality
 from clinical.rerun import notify
 from clinical.runtime import drain
-from clinical.translation import generation, ratelimit, selectors, services
-from clinical.translation import glossary_writes as glossary_services
+from clinical.translation import ratelimit, selectors, services, stream
 from clinical.translation.engine import engine_get
 
 logger = logging.getLogger(__name__)
@@ -163,63 +136,53 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
                 user=self.scope["user"], api_client=None, source=Translation.Source.WEB, text=text,
                 reading_level=content.get("reading_level"), language=content.get("language"))
         except services.TranslationRefused as refused:
-            frame = {"type": "error", "code": refused.code, "message": refused.message}
-            if refused.retry_after_s is not None:
-                frame["retry_after_s"] = refused.retry_after_s
-            await self.send_json(frame)
+            await self.send_json(frames.error_frame(refused.code, refused.message,
+                                                    retry_after_s=refused.retry_after_s))
             return
         await self.follow(translation)
-        await self.send_json({
-            "type": "started", "id": str(translation.request_id),
-            "engine": engine.info.engine, "model": engine.info.model,
-            "precision": engine.info.precision,
-            "reading_level": translation.reading_level, "language": translation.language,
-        })
         if self.task is not None and not self.task.done():
             self.task.cancel()  # the previous one's glossary step: the new text goes first
         self.generating = True
         self.task = asyncio.create_task(self.run(translation, engine, received_ns))
 
     async def run(self, translation: Translation, engine, received_ns: int) -> None:
+        """Send the translation's events as frames. The socket takes the
+        next request as soon as the text is final, before the verification
+        and glossary frames. The glossary step is background work: a new
+        translate frame cancels it (start_translation), and on a
+        one-at-a-time engine another clinician's translation stops it, and
+        then no frame follows (the ``done`` frame's vocabulary definitions
+        stand)."""
+        events = stream.translation_events(translation=translation, engine=engine, received_ns=received_ns)
         try:
-            done = await generation.translation_generate(
-                translation=translation, engine=engine, received_ns=received_ns,
-                on_token=lambda text: self.send_json({"type": "token", "text": text}))
+            async for event in events:
+                if event.kind == stream.TOKEN:
+                    await self.send_json(frames.token_frame(event.text))
+                elif event.kind == stream.STARTED:
+                    await self.send_json(frames.started_frame(translation, engine.info))
+                elif event.kind == stream.DONE:
+                    self.generating = False
+                    await self.send_json(frames.done_frame(event.translation))
+                    await self.send_verification_state(event.translation)
+                elif event.kind == stream.GLOSSARY:
+                    await self.send_json(frames.glossary_frame(event.translation))
+                elif event.kind == stream.FAILED:
+                    self.generating = False
+                    await self.send_json(frames.error_frame(
+                        "engine_error", "The translation failed and was recorded. Please try again."))
+                elif event.kind == stream.UNRECORDED:
+                    # The text was streamed but its final state could not be
+                    # stored; the row stays pending until the sweep finalises it.
+                    self.generating = False
+                    await self.send_closed_safe(frames.error_frame(
+                        "unavailable", "The database became unreachable, so this translation could not be "
+                        "recorded. Please do not use it; try again shortly.",
+                        retry_after_s=services.UNAVAILABLE_RETRY_AFTER_S))
         except asyncio.CancelledError:
-            self.generating = False
-            await self.send_closed_safe({"type": "cancelled", "id": str(translation.request_id)})
+            if self.generating:
+                self.generating = False
+                await self.send_closed_safe(frames.cancelled_frame(translation))
             raise
-        except (DatabaseError, RedisError) as exc:
-            # The text was streamed but its final state could not be stored;
-            # the row stays pending until the sweep finalises it.
-            logger.error("translation not recorded: %s", type(exc).__name__)
-            self.generating = False
-            await self.send_closed_safe({
-                "type": "error", "code": "unavailable", "retry_after_s": services.UNAVAILABLE_RETRY_AFTER_S,
-                "message": "The database became unreachable, so this translation could not be recorded. "
-                           "Please do not use it; try again shortly."})
-            return
-        # The socket takes the next request as soon as this one has ended,
-        # before the frames below are sent.
-        self.generating = False
-        if done.status == Translation.Status.COMPLETED:
-            await self.send_json(done_frame(done))
-            await self.send_verification_state(done)
-            await self.send_glossary(done, engine)
-        else:
-            await self.send_error("engine_error", "The translation failed and was recorded. Please try again.")
-
-    async def send_glossary(self, translation: Translation, engine) -> None:
-        """After ``done``: the engine writes plain definitions of the
-        glossary terms, then a ``glossary`` frame carries them (a new
-        translate frame cancels this step, see start_translation). It is
-        background work: on a one-at-a-time engine another clinician's
-        translation stops it, and then no frame follows (the ``done``
-        frame's vocabulary definitions stand)."""
-        before = list(translation.glossary or [])
-        terms = await glossary_services.translation_glossary_explain(translation=translation, engine=engine)
-        if terms != before:
-            await self.send_json(glossary_services.glossary_frame(translation))
 
     async def watch(self, request_id: object) -> None:
         try:
@@ -241,7 +204,7 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
         """Send the current verification state, read after joining the
         group so that no update from the worker falls between the two."""
         await translation.arefresh_from_db(fields=["verification"])
-        frame = await database_sync_to_async(notify.verification_frame)(translation)
+        frame = await database_sync_to_async(frames.verification_frame)(translation)
         if frame is not None:
             await self.send_json(frame)
 
@@ -251,11 +214,11 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
 
     async def send_unavailable(self) -> None:
         refusal = services.unavailable_refusal()
-        await self.send_closed_safe({"type": "error", "code": refusal.code, "message": refusal.message,
-                                     "retry_after_s": refusal.retry_after_s})
+        await self.send_closed_safe(frames.error_frame(refusal.code, refusal.message,
+                                                       retry_after_s=refusal.retry_after_s))
 
     async def send_error(self, code: str, message: str) -> None:
-        await self.send_json({"type": "error", "code": code, "message": message})
+        await self.send_json(frames.error_frame(code, message))
 
     async def send_closed_safe(self, content: dict) -> None:
         """Send unless the socket is already gone (disconnect cancels too)."""
@@ -263,26 +226,6 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json(content)
         except Exception:  # noqa: BLE001 - the client left; nothing to tell
             pass
-
-
-def done_frame(translation: Translation) -> dict:
-    """The ``done`` frame for a completed translation."""
-    return {
-        "type": "done",
-        "id": str(translation.request_id),
-        "status": translation.status,
-        "ttft_ms": translation.ttft_ms,
-        "total_ms": translation.total_ms,
-        "queue_wait_ms": translation.queue_wait_ms,
-        "tokens_in": translation.tokens_in,
-        "tokens_out": translation.tokens_out,
-        "tokens_per_s": translation.tokens_per_s,
-        "confidence": translation.confidence,
-        "finish_reason": translation.finish_reason,
-        "verification": translation.verification,
-        # readability, safety, rerun_reason, glossary (clinical.quality.measure)
-        **quality.translation_quality_payload(translation),
-    }
 
 
 def _ignore_result(future: asyncio.Future) -> None:

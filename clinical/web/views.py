@@ -12,9 +12,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from clinical import frames
 from clinical.models import Translation
 from clinical.quality.display import translation_quality_display
-from clinical.rerun import notify
 from clinical.translation import handouts
 from clinical.translation.selectors import (
     handout_for_user,
@@ -59,7 +59,7 @@ def translation_detail(request: HttpRequest, request_id) -> HttpResponse:
     except Translation.DoesNotExist:
         raise Http404("No such translation") from None
     verified = translation.verified_rerun
-    frame = notify.verification_frame(translation)
+    frame = frames.verification_frame(translation)
     return render(request, "clinical/translation_detail.html", {
         "translation": translation,
         "shown_text": verified.output_text if verified else translation.output_text,

@@ -108,6 +108,36 @@ def test_wait_false_returns_202_and_a_location_to_poll(api, make_client):
     assert body["status"] == "completed" and body["text"] == "Plain words: " + TEXT
 
 
+@pytest.mark.parametrize("wait", ["true", "false"])
+def test_the_glossary_step_runs_after_the_response_on_the_server_make_run_starts(daphne_server, make_client,
+                                                                                 wait):
+    """The work that follows the answer (the whole run with ``wait=false``,
+    the glossary with ``wait=true``) outlives the request: it once failed in
+    ``clinical.serve`` with "CurrentThreadExecutor already quit", leaving
+    ``wait=false`` translations pending until the sweep and API glossaries
+    without the engine's definitions."""
+    answer = "hypertension: Blood pressure that is higher than it should be."
+    server = daphne_server(INFERENCE_ENGINE="fake", FAKE_ENGINE_ANSWER=answer, FAKE_ENGINE_TOKEN_DELAY_S="0.05")
+    api = httpx.Client(base_url=server.base_url + "/api", timeout=60)
+    key = make_client()
+    created = api.post(f"/v1/translations/?wait={wait}", json={"text": "Hypertension."},
+                       headers=bearer(key))
+    assert created.status_code == (201 if wait == "true" else 202), created.text
+    location = created.headers["Location"].removeprefix("/api")
+
+    deadline = time.monotonic() + 30
+    while True:  # the definitions follow the text by a moment; nothing announces them
+        body = api.get(location, headers=bearer(key)).json()
+        engine_terms = [term for term in body["glossary"] if term["source"] == "engine"]
+        if body["status"] != "pending" and engine_terms or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert body["status"] == "completed" and body["text"] == answer
+    assert [(t["term"].lower(), t["definition"]) for t in engine_terms] == [
+        ("hypertension", "Blood pressure that is higher than it should be.")]
+    assert "CurrentThreadExecutor" not in server.logs()
+
+
 def test_a_client_never_reads_another_clients_translation(api, make_client):
     mine, theirs = make_client("a"), make_client("b")
     location = api.post("/v1/translations/", json={"text": TEXT},

@@ -9,8 +9,9 @@ import pytest
 from channels.db import database_sync_to_async
 from django.test import override_settings
 
+from clinical.frames import verification_frame
 from clinical.models import AuditEvent, Rerun, Translation
-from clinical.rerun import execute, notify
+from clinical.rerun import execute
 from clinical.translation import services
 from tests.frames import frames_until, open_socket
 
@@ -47,7 +48,7 @@ def test_an_output_that_drops_a_dose_is_rerun_for_safety_and_audited_without_tex
 def test_low_confidence_and_a_failed_check_are_both_named(clinician):
     row = finish(clinician, DROPS_DOSE, confidence=0.5)
     assert row.rerun_reason == "low_confidence,safety_failed"
-    frame = notify.verification_frame(row)
+    frame = verification_frame(row)
     assert frame["reason"] == "low_confidence,safety_failed"
     assert "Low confidence and Safety check" in frame["message"]
 
@@ -90,7 +91,7 @@ def test_the_reruns_output_is_checked_again(clinician, rerun_output, passes):
     assert done.safety_missing == ([] if passes else [{"kind": "dose", "text": "25 mg"}])
     assert done.output_fkgl is not None
     row.refresh_from_db()
-    frame = notify.verification_frame(row)
+    frame = verification_frame(row)
     assert frame["type"] == "verified" and frame["safety"]["passed"] is passes
     assert frame["readability"]["output_fkgl"] == done.output_fkgl
     assert ("still finds facts missing" in frame["message"]) is not passes

@@ -1,0 +1,153 @@
+"""The WebSocket protocol's frames, built here and nowhere else.
+
+Client → server frames (JSON text):
+    ``{"type": "translate", "text": "<diagnosis>", "reading_level"?: 4|6|8,
+    "language"?: "en"|"es"}``
+    ``{"type": "cancel"}``
+    ``{"type": "watch", "id": "<request id>"}``: follow the verification of
+    one of the user's own earlier translations.
+Server → client frames:
+    ``{"type": "started", "id", "engine", "model", "precision",
+    "reading_level", "language"}`` (:func:`started_frame`)
+    ``{"type": "token", "text"}`` (one per decoded piece)
+    ``{"type": "done", "id", "status": "completed", "ttft_ms", "total_ms",
+    "queue_wait_ms", "tokens_in", "tokens_out", "tokens_per_s",
+    "confidence", "finish_reason", "verification", "readability",
+    "safety", "rerun_reason", "glossary"}`` (:func:`done_frame`; see
+    :func:`clinical.quality.measure.translation_quality_payload`)
+    then, below the confidence threshold or when the safety check failed,
+    ``verifying`` and later ``verified`` or ``verification_failed``
+    (:func:`verification_frame`; the re-run worker sends them through the
+    channel layer),
+    then ``{"type": "glossary", "id", "terms": [{"term", "definition",
+    "source"}]}`` once the engine has written plain definitions of the
+    input's medical terms (``source`` ``engine``; terms it did not define
+    keep their vocabulary definition: ``hpo_layperson``, ``hpo``, ``drug``).
+    ``{"type": "cancelled", "id"}``
+    ``{"type": "error", "code", "message", "retry_after_s"?}``
+    (:func:`error_frame`) with ``code`` one of ``bad_frame``, ``empty``,
+    ``too_long``, ``invalid``, ``invalid_option``, ``in_progress``,
+    ``engine_error``, ``not_found``, ``frame_too_large``, ``busy`` (the
+    engine's queue is full), ``rate_limited`` (``TRANSLATE_RATE_PER_USER`` or
+    ``SOCKET_FRAME_RATE`` exceeded), ``unavailable`` (database or Redis
+    unreachable; nothing was stored), ``draining`` and ``server_restart``
+    (this replica is shutting down); the last six and ``engine_error`` carry
+    ``retry_after_s`` when a retry can help.
+
+The server-sent events of the REST API (:mod:`clinical.api.streaming`)
+carry the same payloads without their ``type``.
+"""
+
+from __future__ import annotations
+
+from clinical.models import RERUN_PRECISION, Rerun, Translation
+from clinical.quality import measure as quality
+
+
+def started_frame(translation: Translation, engine_info) -> dict:
+    """``started``: the request was admitted (``engine_info``: the engine's
+    :class:`inference.base.EngineInfo`)."""
+    return {"type": "started", "id": str(translation.request_id), "engine": engine_info.engine,
+            "model": engine_info.model, "precision": engine_info.precision,
+            "reading_level": translation.reading_level, "language": translation.language}
+
+
+def token_frame(text: str) -> dict:
+    """``token``: one decoded piece of text."""
+    return {"type": "token", "text": text}
+
+
+def done_frame(translation: Translation) -> dict:
+    """``done``: a completed translation with its figures (ms, tokens) and
+    quality payloads."""
+    return {
+        "type": "done",
+        "id": str(translation.request_id),
+        "status": translation.status,
+        "ttft_ms": translation.ttft_ms,
+        "total_ms": translation.total_ms,
+        "queue_wait_ms": translation.queue_wait_ms,
+        "tokens_in": translation.tokens_in,
+        "tokens_out": translation.tokens_out,
+        "tokens_per_s": translation.tokens_per_s,
+        "confidence": translation.confidence,
+        "finish_reason": translation.finish_reason,
+        "verification": translation.verification,
+        # readability, safety, rerun_reason, glossary (clinical.quality.measure)
+        **quality.translation_quality_payload(translation),
+    }
+
+
+def cancelled_frame(translation: Translation) -> dict:
+    """``cancelled``: the clinician stopped it; the row says ``cancelled``."""
+    return {"type": "cancelled", "id": str(translation.request_id)}
+
+
+def error_frame(code: str, message: str, *, retry_after_s: float | None = None) -> dict:
+    """``error`` with a code from the module docstring and a message for the
+    clinician; ``retry_after_s`` (seconds) when a retry can help."""
+    frame = {"type": "error", "code": code, "message": message}
+    if retry_after_s is not None:
+        frame["retry_after_s"] = retry_after_s
+    return frame
+
+
+def glossary_frame(translation: Translation) -> dict:
+    """``glossary``: ``{"type": "glossary", "id", "terms": [{"term",
+    "definition", "source"}]}``."""
+    return {"type": "glossary", "id": str(translation.request_id), "terms": list(translation.glossary or [])}
+
+
+REASON_MESSAGES = {
+    quality.LOW_CONFIDENCE: "Low confidence",
+    quality.SAFETY_FAILED: "Safety check: facts missing",
+}
+
+VERIFICATION_MESSAGES = {
+    Translation.Verification.PENDING: "Low confidence: queued for verification in full precision…",
+    Translation.Verification.RUNNING: "Verifying in full precision…",
+    Translation.Verification.FAILED: "Full-precision verification failed; the fast text is unverified.",
+}
+
+
+def verification_frame(translation: Translation) -> dict | None:
+    """The socket frame describing a translation's verification state, or
+    ``None`` when no verification was needed. Every frame carries a
+    ``message`` for the clinician.
+
+    Frames: ``{"type": "verifying", "id", "state": "queued"|"running",
+    "reason"?}`` (``reason``, on ``queued``: the translation's
+    ``rerun_reason``), ``{"type": "verified", "id", "text", "confidence",
+    "precision", "engine", "model", "queue_wait_ms", "rerun_ms",
+    "tokens_out", "reason", "readability", "safety"}`` (the re-run output's
+    own readability and safety check, see
+    :func:`clinical.quality.measure.rerun_quality_payload`) and
+    ``{"type": "verification_failed", "id"}``.
+    """
+    request_id = str(translation.request_id)
+    state = translation.verification
+    message = VERIFICATION_MESSAGES.get(state, "")
+    reasons = [r for r in (translation.rerun_reason or "").split(",") if r]
+    if state == Translation.Verification.PENDING:
+        if reasons:
+            message = " and ".join(REASON_MESSAGES.get(r, r) for r in reasons) + \
+                ": queued for verification in full precision…"
+        return {"type": "verifying", "id": request_id, "state": "queued", "message": message,
+                "reason": translation.rerun_reason}
+    if state == Translation.Verification.RUNNING:
+        return {"type": "verifying", "id": request_id, "state": "running", "message": message}
+    if state == Translation.Verification.FAILED:
+        return {"type": "verification_failed", "id": request_id, "message": message}
+    if state == Translation.Verification.VERIFIED:
+        rerun = Rerun.objects.get(translation=translation, precision=RERUN_PRECISION)
+        return {"type": "verified", "id": request_id, "text": rerun.output_text,
+                "confidence": rerun.confidence, "precision": rerun.precision,
+                "engine": rerun.engine, "model": rerun.model_name,
+                "queue_wait_ms": rerun.queue_wait_ms, "rerun_ms": rerun.duration_ms,
+                "tokens_out": rerun.tokens_out, "reason": translation.rerun_reason,
+                **quality.rerun_quality_payload(rerun),
+                "message": f"Verified in full precision ({rerun.precision}), confidence "
+                           f"{rerun.confidence or 0:.2f}, re-run {rerun.duration_ms or 0:,.0f} ms."
+                           + ("" if rerun.safety_passed is not False else
+                              " The safety check still finds facts missing; check the text.")}
+    return None

@@ -1,0 +1,153 @@
+"""One translation's life as one stream of events, which every transport
+wraps: the WebSocket consumer, server-sent events, the JSON API (waiting or
+not) and FHIR.
+
+admitted → ``started`` → ``token``... → ``done`` | ``failed`` | ``unrecorded``
+→ (after ``done``) ``glossary`` when the engine wrote plain definitions.
+
+A transport that stops iterating (the client left) or cancels the task
+that iterates (the clinician pressed cancel) stops the engine request; the
+row is then recorded ``cancelled`` (:func:`clinical.translation.generation.translation_generate`).
+
+:func:`translation_detach` finishes a stream after its HTTP response has
+been sent, in a context of its own: work spawned from a request's context
+inherits that request's thread-sensitive executor, which Django closes with
+the response, and every later database call then fails ("CurrentThreadExecutor
+already quit or is broken").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from django.db import DatabaseError
+from redis.exceptions import RedisError
+
+from clinical.models import Translation
+from clinical.runtime.log import request_id_var
+from clinical.translation import generation
+from clinical.translation import glossary_writes as glossary
+from inference.base import Engine
+
+logger = logging.getLogger(__name__)
+
+STARTED, TOKEN, DONE, FAILED, UNRECORDED, GLOSSARY = \
+    "started", "token", "done", "failed", "unrecorded", "glossary"
+#: Events after which the translation's text is final (one of them ends
+#: every stream that is not cancelled).
+FINAL = frozenset({DONE, FAILED, UNRECORDED})
+
+_END = object()
+
+
+@dataclass(frozen=True)
+class TranslationEvent:
+    """One event of a translation's stream.
+
+    ``kind``: one of the module's event names; ``translation``: the row as
+    of this event (final from ``done``/``failed`` on); ``text``: the piece
+    of a ``token`` event.
+    """
+
+    kind: str
+    translation: Translation
+    text: str = ""
+
+
+async def translation_events(*, translation: Translation, engine: Engine,
+                             received_ns: int) -> AsyncIterator[TranslationEvent]:
+    """The events of an admitted translation (see the module docstring).
+
+    ``received_ns``: ``time.monotonic_ns()`` when the server received the
+    request (figures are measured from it, in ms).
+
+    Yields ``started``, one ``token`` per decoded piece, then ``done`` (the
+    completed row), ``failed`` (the engine failed; the row says ``error``)
+    or ``unrecorded`` (the text was decoded but its final state could not be
+    stored: database or Redis unreachable; the sweep finalises the row
+    later), then, after ``done``, ``glossary`` if the engine's plain
+    definitions changed the stored glossary.
+
+    Raises:
+        asyncio.CancelledError: the iterating task was cancelled; the engine
+            request is aborted and the row recorded ``cancelled`` first.
+    """
+    queue: asyncio.Queue = asyncio.Queue()
+
+    async def on_token(text: str) -> None:
+        queue.put_nowait(text)
+
+    async def run() -> Translation:
+        try:
+            return await generation.translation_generate(
+                translation=translation, engine=engine, on_token=on_token, received_ns=received_ns)
+        finally:
+            queue.put_nowait(_END)
+
+    task = asyncio.create_task(run())
+    try:
+        yield TranslationEvent(STARTED, translation)
+        while (text := await queue.get()) is not _END:
+            yield TranslationEvent(TOKEN, translation, text)
+        try:
+            done = await task
+        except (DatabaseError, RedisError) as exc:
+            logger.error("translation not recorded: %s", type(exc).__name__)
+            yield TranslationEvent(UNRECORDED, translation)
+            return
+        if done.status != Translation.Status.COMPLETED:
+            yield TranslationEvent(FAILED, done)
+            return
+        yield TranslationEvent(DONE, done)
+        before = list(done.glossary or [])
+        if await glossary.translation_glossary_explain(translation=done, engine=engine) != before:
+            yield TranslationEvent(GLOSSARY, done)
+    finally:
+        if not task.done():  # cancelled, or the transport stopped iterating
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def translation_until_final(events: AsyncIterator[TranslationEvent]) -> TranslationEvent:
+    """Read ``events`` up to its final event (``done``, ``failed`` or
+    ``unrecorded``) and return that event; the rest of the stream is left
+    for :func:`translation_detach`.
+
+    Raises:
+        RuntimeError: the stream ended without a final event.
+    """
+    async for event in events:
+        if event.kind in FINAL:
+            return event
+    raise RuntimeError("translation stream ended without a final event")
+
+
+# Streams finished after their response; referenced until they end.
+_detached: set[asyncio.Task] = set()
+
+
+def translation_detach(events: AsyncIterator[TranslationEvent], *, request_id: str) -> asyncio.Task:
+    """Finish ``events`` in the background (the rest of the generation, or
+    the glossary after ``done``), in a fresh context so it outlives the
+    request that started it (see the module docstring). Errors are logged
+    with their class only.
+
+    Returns:
+        The task (kept referenced here until it ends).
+    """
+    async def drain() -> None:
+        request_id_var.set(request_id)
+        try:
+            async for _ in events:
+                pass
+        except Exception as exc:  # noqa: BLE001 - nobody is waiting for it; the row says what happened
+            logger.error("background translation work failed: %s", type(exc).__name__)
+
+    task = asyncio.get_running_loop().create_task(drain(), context=contextvars.Context())
+    _detached.add(task)
+    task.add_done_callback(_detached.discard)
+    return task
