@@ -9,9 +9,11 @@ exportable as CSV (django-import-export). The dashboard lives at
 from __future__ import annotations
 
 from auditlog.registry import auditlog
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.models import Group
+from django.core.exceptions import PermissionDenied
 from import_export import resources
 from import_export.admin import ExportActionMixin
 from rest_framework_api_key.admin import APIKeyModelAdmin
@@ -19,7 +21,8 @@ from rest_framework_api_key.admin import APIKeyModelAdmin
 from clinical import audit
 from clinical.models import APIClient, AuditEvent, Rerun, Translation, TranslationEdit
 
-auditlog.register(get_user_model(), exclude_fields=["password", "last_login"])
+# A password change is recorded (masked), never its hash.
+auditlog.register(get_user_model(), exclude_fields=["last_login"], mask_fields=["password"])
 auditlog.register(Group)
 auditlog.register(APIClient, exclude_fields=["hashed_key"])
 
@@ -38,6 +41,68 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+
+#: The one group IT may put an account in: it grants the translation page
+#: and no admin permission (migration 0004).
+CLINICIAN_GROUP = "Clinician"
+
+
+admin.site.unregister(get_user_model())
+
+
+@admin.register(get_user_model())
+class AccountAdmin(UserAdmin):
+    """Accounts. IT (staff without superuser) manages clinicians' accounts:
+    creates them, puts them in the Clinician group, deactivates them and
+    requires a new password (the action below). Only a superuser grants
+    staff, superuser, other groups or permissions, changes a staff account
+    (IT's own included) or sets another user's password. Every change is in
+    django-auditlog's log (the password masked)."""
+
+    actions = ["password_reset_require"]
+
+    def _it(self, request) -> bool:
+        return not request.user.is_superuser
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        if not super().has_change_permission(request, obj):
+            return False
+        return obj is None or not self._it(request) or not (obj.is_staff or obj.is_superuser)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return request.user.is_superuser and super().has_delete_permission(request, obj)
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = tuple(super().get_readonly_fields(request, obj))
+        if self._it(request):
+            fields += ("is_staff", "is_superuser", "user_permissions", "last_login", "date_joined")
+        return fields
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        if db_field.name == "groups" and self._it(request):
+            kwargs["queryset"] = Group.objects.filter(name=CLINICIAN_GROUP)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+    def user_change_password(self, request, id, form_url=""):
+        """Setting another user's password is a superuser's act: IT could
+        otherwise log in as a clinician."""
+        if self._it(request) and str(request.user.pk) != str(id):
+            raise PermissionDenied
+        return super().user_change_password(request, id, form_url)
+
+    @admin.action(description="Require a new password (the current one stops working)",
+                  permissions=["change"])
+    def password_reset_require(self, request, queryset):
+        changed = 0
+        for user in queryset:
+            if self._it(request) and (user.is_staff or user.is_superuser):
+                continue
+            user.set_unusable_password()
+            user.save(update_fields=["password"])
+            changed += 1
+        self.message_user(request, f"{changed} account(s) must now be given a new password by a superuser.",
+                          messages.SUCCESS)
 
 
 @admin.register(APIClient)

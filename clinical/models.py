@@ -308,6 +308,9 @@ class AuditEvent(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        # The guarded manager is also the one Django uses internally
+        # (``_base_manager``), so no ORM path updates or deletes a record.
+        base_manager_name = "objects"
 
     def __str__(self) -> str:
         return f"{self.get_event_type_display()} {self.outcome} {self.request_id or ''}"
@@ -352,6 +355,7 @@ class TranslationEdit(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        base_manager_name = "objects"  # as AuditEvent's
 
     def __str__(self) -> str:
         return f"Edit of {self.translation.request_id} by {self.editor} at {self.created_at:%Y-%m-%d %H:%M}"

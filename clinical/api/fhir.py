@@ -50,6 +50,8 @@ def _parse(data: object):
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
                              for e in exc.errors(include_input=False, include_url=False)[:10])
         raise FhirInputError("invalid", f"Invalid FHIR R4 {kind}: {problems}") from None
+    except RecursionError:
+        raise FhirInputError("too-costly", "The resource is nested too deeply to read.") from None
 
 
 def _concept_text(concept) -> str:

@@ -18,7 +18,8 @@ from clinical.translation.services import UNAVAILABLE_RETRY_AFTER_S
 
 FHIR_JSON = "application/fhir+json"
 ISSUE_BY_STATUS = {400: "invalid", 401: "login", 403: "forbidden", 404: "not-found", 405: "not-supported",
-                   406: "not-supported", 415: "not-supported", 429: "throttled", 503: "transient"}
+                   406: "not-supported", 413: "too-costly", 415: "not-supported", 429: "throttled",
+                   503: "transient"}
 
 
 class FhirJSONParser(parsers.JSONParser):

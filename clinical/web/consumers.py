@@ -30,6 +30,7 @@ from clinical.rerun import notify
 from clinical.runtime import drain
 from clinical.translation import ratelimit, selectors, services, stream
 from clinical.translation.engine import engine_get
+from clinical.web.sessions import session_activity_record
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +108,13 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
         except ValueError:
             await self.send_error("bad_frame", "The frame is not valid JSON.")
             return
+        except RecursionError:
+            await self.send_error("bad_frame", "The frame is nested too deeply to read.")
+            return
         try:
+            # A frame is the clinician's activity: it restarts the idle timeout.
+            await database_sync_to_async(session_activity_record)(
+                session_key=getattr(self.scope.get("session"), "session_key", None))
             await self.receive_json(content)
         except (DatabaseError, RedisError) as exc:
             logger.error("frame refused, backing service unreachable: %s", type(exc).__name__)

@@ -273,3 +273,40 @@ def test_a_full_engine_queue_is_503_with_retry_after(daphne_server, make_client)
         busy = api.post("/v1/translations/", json={"text": TEXT}, headers=bearer(key))
     assert busy.status_code == 503 and int(busy.headers["Retry-After"]) >= 1
     assert "busy" in busy.json()["detail"]
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def test_deeply_nested_or_oversized_bodies_get_a_json_refusal(api, make_client):
+    key = make_client()
+    headers = {**bearer(key), "Content-Type": "application/json"}
+    for body, code in ((nested(50_000), 400), ('{"text": ' + nested(5_000) + "}", 400),
+                       (json.dumps({"text": "x" * 3_000_000}), 413)):
+        response = api.post("/v1/translations/", content=body.encode(), headers=headers)
+        assert response.status_code == code, (code, response.text[:300])
+        assert response.headers["Content-Type"].startswith("application/json") and response.json()["detail"]
+    assert in_worker_thread(Translation.objects.count) == 0
+
+
+def test_a_deeply_nested_fhir_resource_gets_an_operation_outcome(api, make_client):
+    key = make_client()
+    headers = {**bearer(key), "Content-Type": "application/fhir+json"}
+    for depth in (300, 3_000):
+        extension: dict = {"url": "http://example.org/x", "valueString": "leaf"}
+        for _ in range(depth):
+            extension = {"url": "http://example.org/x", "extension": [extension]}
+        resource = {"resourceType": "Condition", "code": {"text": "Hypertension."}, "extension": [extension]}
+        try:
+            body = json.dumps(resource)
+        except RecursionError:  # deeper than this process's own encoder goes: write it by hand
+            body = None
+        if body is None:
+            body = ('{"resourceType": "Condition", "code": {"text": "Hypertension."}, "extension": ['
+                    + '{"url": "http://example.org/x", "extension": [' * depth
+                    + '{"url": "http://example.org/x", "valueString": "leaf"}' + "]}" * depth + "]}")
+        response = api.post("/fhir/Condition/$plain-language", content=body.encode(), headers=headers)
+        assert response.status_code in (200, 400), (depth, response.status_code, response.text[:300])
+        assert response.json()["resourceType"] == ("Parameters" if response.status_code == 200
+                                                   else "OperationOutcome")

@@ -98,13 +98,30 @@ def test_audit_records_cannot_be_updated_or_deleted(clinician):
 
 
 @pytest.mark.django_db
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="the database trigger exists on PostgreSQL")
-def test_postgresql_refuses_raw_updates_of_audit_records():
+@pytest.mark.parametrize("sql", [
+    "UPDATE clinical_auditevent SET outcome = 'error' WHERE id = %s",
+    pytest.param("DELETE FROM clinical_auditevent WHERE id = %s", marks=pytest.mark.skipif(
+        connection.vendor != "postgresql", reason="SQLite is emptied with DELETE FROM (flush): no DELETE trigger")),
+])
+def test_the_database_refuses_raw_changes_to_audit_records(sql):
+    """PostgreSQL and the embedded SQLite alike (a trigger in each)."""
     from django.db import DatabaseError
 
     event = AuditEvent.objects.create(event_type="translation", outcome="completed")
-    with pytest.raises(DatabaseError), connection.cursor() as cursor:
-        cursor.execute("UPDATE clinical_auditevent SET outcome = 'error' WHERE id = %s", [event.pk])
+    with pytest.raises(DatabaseError, match="append-only"), connection.cursor() as cursor:
+        cursor.execute(sql, [event.pk])
+
+
+@pytest.mark.django_db
+def test_the_base_manager_cannot_bypass_the_append_only_guard():
+    """The attack: ``_base_manager`` once skipped the default manager's
+    guard on SQLite, which has no PostgreSQL trigger."""
+    event = AuditEvent.objects.create(event_type="translation", outcome="completed")
+    for change in (lambda: AuditEvent._base_manager.filter(pk=event.pk).update(outcome="error"),
+                   lambda: AuditEvent._base_manager.filter(pk=event.pk).delete()):
+        with pytest.raises(AppendOnlyError):
+            change()
+    assert AuditEvent.objects.get(pk=event.pk).outcome == "completed"
 
 
 # -- PHI stays out of logs ---------------------------------------------------

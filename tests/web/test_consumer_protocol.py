@@ -74,7 +74,8 @@ async def test_bad_text_is_refused_with_error_frame_and_nothing_stored(fake_engi
     await communicator.disconnect()
 
 
-@pytest.mark.parametrize("raw", ["{not json", "[1, 2", '"just a string"', '{"type": "dance"}', "[]"])
+@pytest.mark.parametrize("raw", ["{not json", "[1, 2", '"just a string"', '{"type": "dance"}', "[]",
+                                 "[" * 50_000 + "]" * 50_000])
 async def test_malformed_frame_gets_error_frame_and_socket_stays_open(fake_engine, clinician, raw):
     communicator = await open_socket(clinician)
     await communicator.send_to(text_data=raw)

@@ -36,3 +36,27 @@ def test_the_page_carries_the_idle_timeout_for_its_warning(client, clinician):
     client.force_login(clinician)
     html = client.get("/").content.decode()
     assert 'data-idle-timeout-s="900"' in html and 'id="session-warning"' in html
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_clinician_translating_over_the_socket_stays_signed_in_and_idle_ends_it(
+        fake_engine, clinician, settings):
+    """The fault: with a 40 s timeout, a socket translating every 9 s was
+    closed with 4401 at 46 s. Here the timeout is 3 s and a translation
+    starts every second for 6 s; then the clinician stops."""
+    import asyncio
+
+    from tests.frames import frames_until, open_socket
+
+    settings.SESSION_COOKIE_AGE = 3
+    settings.SESSION_CHECK_INTERVAL_S = 0.5
+    communicator = await open_socket(clinician)
+    for _ in range(6):
+        await communicator.send_json_to({"type": "translate", "text": "Left knee pain."})
+        assert (await frames_until(communicator, "done", "error"))[-1]["type"] == "done"
+        await asyncio.sleep(1)
+    # Idle now: the session ends and the socket is closed for it.
+    output = await communicator.receive_output(timeout=8)
+    while output["type"] != "websocket.close":
+        output = await communicator.receive_output(timeout=8)
+    assert output["code"] == 4401
