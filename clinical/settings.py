@@ -72,6 +72,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "auditlog.middleware.AuditlogMiddleware",
+    # Pages and API answers can hold clinical text: no cache keeps them.
+    "clinical.web.middleware.NoStoreMiddleware",
     # Last, as django-axes asks: it turns lockouts into responses.
     "axes.middleware.AxesMiddleware",
 ]
@@ -376,3 +378,7 @@ LOGGING = {
         "daphne": {"level": "WARNING"},
     },
 }
+
+# The audit CSV export: a cell that starts with = + - @ is escaped, so a
+# spreadsheet never runs it as a formula (django-import-export).
+IMPORT_EXPORT_ESCAPE_FORMULAE_ON_EXPORT = True

@@ -10,7 +10,11 @@ PY=.venv/bin/python
 $PY -m inference.models prepare --with-default-hf >/dev/null
 REDIS_URL=$($PY scripts/ensure_redis.py)
 export REDIS_URL
+# The database and logs hold clinical text and credentials: this user only.
+mkdir -p var && chmod 700 var
+umask 077
 $PY manage.py migrate --noinput -v0
+[ -f var/db.sqlite3 ] && chmod 600 var/db.sqlite3
 $PY manage.py collectstatic --noinput -v0
 HOST="${HOST:-127.0.0.1}"
 PORT="${PORT:-8000}"

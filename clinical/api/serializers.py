@@ -8,8 +8,20 @@ from rest_framework import serializers
 from inference.prompts import DEFAULT_LANGUAGE, DEFAULT_READING_LEVEL, LANGUAGES, READING_LEVELS
 
 
+class StrictCharField(serializers.CharField):
+    """A JSON string only: DRF's CharField would turn ``5`` or ``true`` into
+    text."""
+
+    default_error_messages = {"not_a_string": "Must be a JSON string."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("not_a_string")
+        return super().to_internal_value(data)
+
+
 class TranslationRequestSerializer(serializers.Serializer):
-    text = serializers.CharField(
+    text = StrictCharField(
         allow_blank=False, trim_whitespace=True, max_length=settings.MAX_INPUT_CHARS,
         help_text=f"The diagnosis text as a clinician wrote it (at most {settings.MAX_INPUT_CHARS:,} characters).")
     reading_level = serializers.ChoiceField(

@@ -42,6 +42,10 @@ from inference.prompts import (
 logger = logging.getLogger(__name__)
 
 
+#: Unicode's explicit embeddings, overrides and isolates (UAX #9).
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
 def translation_text_clean(*, text: object) -> str:
     """Validate and normalise a diagnosis text.
 
@@ -49,14 +53,17 @@ def translation_text_clean(*, text: object) -> str:
         The text, NFC-normalised and stripped of surrounding whitespace.
 
     Raises:
-        ValidationError: with ``code`` ``"invalid"`` (not a string or holds
-            control characters other than tab/newline), ``"empty"``, or
+        ValidationError: with ``code`` ``"invalid"`` (not a string, holds
+            control characters other than tab/newline, or bidirectional
+            overrides and isolates, which make a text read differently from
+            how it is stored: CVE-2021-42574), ``"empty"`` (also a text of
+            invisible format characters only, such as zero-width spaces), or
             ``"too_long"`` (over ``settings.MAX_INPUT_CHARS`` characters).
     """
     if not isinstance(text, str):
         raise ValidationError("The diagnosis text must be a string.", code="invalid")
     cleaned = unicodedata.normalize("NFC", text).strip()
-    if not cleaned:
+    if not "".join(ch for ch in cleaned if unicodedata.category(ch) != "Cf").strip():
         raise ValidationError("Please enter a diagnosis text to translate.", code="empty")
     limit = settings.MAX_INPUT_CHARS
     if len(cleaned) > limit:
@@ -66,6 +73,8 @@ def translation_text_clean(*, text: object) -> str:
         )
     if any(unicodedata.category(ch) in {"Cc", "Cs"} and ch not in "\t\n\r" for ch in cleaned):
         raise ValidationError("The text contains control characters.", code="invalid")
+    if any(ch in BIDI_CONTROLS for ch in cleaned):
+        raise ValidationError("The text contains bidirectional override characters.", code="invalid")
     return cleaned
 
 

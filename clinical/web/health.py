@@ -95,7 +95,8 @@ async def readyz(request: HttpRequest) -> JsonResponse:
 
 
 def _loopback_direct(request: HttpRequest) -> bool:
-    if request.headers.get("X-Forwarded-For") or request.headers.get("X-Real-IP"):
+    # Any proxy header (RFC 7239 Forwarded too) means the client is not here.
+    if any(request.headers.get(name) for name in ("Forwarded", "X-Forwarded-For", "X-Real-IP")):
         return False
     try:
         return ipaddress.ip_address(request.META.get("REMOTE_ADDR", "")).is_loopback
@@ -109,7 +110,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
 
     Access: with ``METRICS_TOKEN`` set, ``Authorization: Bearer <token>`` is
     required (401 otherwise); unset, only loopback clients that did not come
-    through a proxy (no ``X-Forwarded-For``/``X-Real-IP``) are answered (403
+    through a proxy (no ``Forwarded``/``X-Forwarded-For``/``X-Real-IP``) are answered (403
     otherwise).
     """
     token = settings.METRICS_TOKEN
