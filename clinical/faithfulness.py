@@ -326,12 +326,13 @@ def _drug_flags(source: str, source_norm: str, output: str) -> list[Faithfulness
 
 # ---------------------------------------------------------------- laterality
 
+#: Paired parts after "both"/"each" that name a bilateral finding.
+_PAIRED = r"sides|legs|arms|eyes|ears|lungs|kidneys|feet|hands|knees|hips|breasts|shoulders|ankles|wrists|elbows"
 _SIDES_OUT = {
     "left": re.compile(r"\bleft\b(?!\s+(?:alone|over|behind|out|to|with|in\s+place))|\bizquierd[oa]s?\b"),
     "right": re.compile(r"(?<!\ball )(?<!\bthat's )(?<!\bis )(?<!\bfeel )(?<!\bfeels )(?<!\bfeeling )(?<!\bnot )\bright\b(?!\s+(?:away|now|after|before|amount|"
                         r"kind|place|time|way|thing|dose|treatment|medicine|size|level))|\bderech[oa]s?\b"),
-    "bilateral": re.compile(r"\bbilateral(?:ly)?\b|\bboth\s+(?:sides|legs|arms|eyes|ears|lungs|kidneys|feet|hands|"
-                            r"knees|hips|breasts|shoulders|ankles|wrists|elbows)\b|\beach side\b|\bambos lados\b|"
+    "bilateral": re.compile(r"\bbilateral(?:ly)?\b|\b(?:both|each)\s+(?:side|" + _PAIRED + r")\b|\bambos lados\b|"
                             r"\bamb[oa]s\s+(?:piernas|brazos|ojos|oidos|pulmones|rinones|pies|manos|lados)\b"),
 }
 
@@ -350,8 +351,7 @@ def _laterality_flags(source: str, output: str, output_norm: str) -> list[Faithf
     for side, pattern in _SIDE_ABBREVIATIONS.items():
         if pattern.search(source):
             sides_in.add(side)
-    if re.search(r"\b(?:both|each)\s+(?:sides?|legs|arms|eyes|ears|lungs|kidneys|feet|hands|knees|hips)\b",
-                 source, re.IGNORECASE):
+    if re.search(r"\b(?:both|each)\s+(?:side|" + _PAIRED + r")\b", source, re.IGNORECASE):
         sides_in.add("bilateral")
     if "bilateral" in sides_in or {"left", "right"} <= sides_in:
         sides_in |= {"left", "right", "bilateral"}
@@ -883,8 +883,12 @@ def _person_flags(source_norm: str, output: str, output_norm: str, language: str
     for m in _FIRST_OUT[language].finditer(output_norm):
         if first_in and (possessive_in or m.group(0) not in ("my", "mine", "myself")):
             continue
-        if language == "en" and m.group(0) == "i" and re.match(r"\s*(?:\.|,|v\b)", output_norm[m.end():]):
-            continue  # a roman numeral or list letter "i."
+        if language == "en" and m.group(0) == "i" and (
+                re.match(r"\s*(?:\.|,|v\b)", output_norm[m.end():])
+                or re.search(r"\b(?:type|grade|stage|class|phase|factor|nerve|level)\s+$", output_norm[:m.start()])):
+            continue  # a roman numeral ("type I diabetes") or list letter "i."
+        if output[m.start():m.end()] == "MI":
+            continue  # myocardial infarction, not Spanish "mi"
         flags.append(FaithfulnessFlag("person", output[m.start():m.end()], m.start(), m.end(),
                                       "first person not in input" if not first_in else
                                       "'my' not in input: speaking as the patient?"))

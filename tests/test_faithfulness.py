@@ -109,3 +109,25 @@ def test_fast_after_warm_up():
         faithfulness_check(source, output)
     per_call_ms = (time.perf_counter() - started) * 1000 / 50
     assert per_call_ms < 5, per_call_ms
+
+
+_TRICKY_TEXT = ("no not without denies fever pain left right both shoulders each side bilateral he she his her I my "
+                "me you we 2 3.5 10 mg two twice half one first heart cardiac brain muscles in your of the back head "
+                "foot feet aspirin Lasix furosemide normal absent ruled out negative . , ; : - / 120/80 mmHg 1,5 "
+                "1.000 LUE RLE kidney renal atraumatic nontender Mr. Mrs. patient she's tone chest lungs eye 4/94 "
+                "1) ( ) % degrees temperature 99 days MI type")
+_TRICKY = tuple(_TRICKY_TEXT.split())
+
+
+def test_identity_property_on_tricky_words():
+    """Any text compared with itself is faithful (hypothesis, fixed seed)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=300, derandomize=True, deadline=None)
+    @given(st.lists(st.sampled_from(_TRICKY), min_size=1, max_size=14), st.sampled_from(["en", "es"]))
+    def identity(words, language):
+        text = " ".join(words)
+        assert faithfulness_check(text, text, language=language).passed
+
+    identity()
