@@ -7,7 +7,18 @@ class ClinicalConfig(AppConfig):
     verbose_name = "Clinical translation"
 
     def ready(self) -> None:
+        from django.db.models.signals import post_migrate
+
         from clinical.api import schema  # noqa: F401 - registers the OpenAPI auth extension
         from clinical.runtime.metrics import connect_signals
 
         connect_signals()
+        post_migrate.connect(_append_only_triggers, sender=self, dispatch_uid="clinical.append_only")
+
+
+def _append_only_triggers(sender, using, **kwargs) -> None:
+    from django.db import connections
+
+    from clinical.audit import append_only_triggers_ensure
+
+    append_only_triggers_ensure(connection=connections[using])

@@ -47,13 +47,15 @@ def audit_translation(*, translation: Translation) -> AuditEvent:
         tokens_out=translation.tokens_out, confidence=translation.confidence,
         error_class=translation.error_class,
         safety_passed=translation.safety_passed, safety_missing_counts=_kind_counts(translation.safety_missing),
+        faithfulness_passed=translation.faithfulness_passed,
+        faithfulness_flag_counts=_kind_counts(translation.faithfulness_flags),
         rerun_reason=translation.rerun_reason,
     )
 
 
 def _kind_counts(missing: list[dict] | None) -> dict[str, int]:
-    """Missing safety items counted by kind: the audit log keeps the
-    outcome of the safety check but none of its (clinical) text."""
+    """Safety items missing, or faithfulness flags, counted by kind: the
+    audit log keeps the outcome of a check but none of its (clinical) text."""
     counts: dict[str, int] = {}
     for item in missing or ():
         counts[item["kind"]] = counts.get(item["kind"], 0) + 1
@@ -95,6 +97,8 @@ def audit_verification(*, rerun: Rerun) -> AuditEvent:
         rerun_queue_wait_ms=rerun.queue_wait_ms, rerun_ms=rerun.duration_ms,
         tokens_out=rerun.tokens_out, confidence=rerun.confidence, error_class=rerun.error_class,
         safety_passed=rerun.safety_passed, safety_missing_counts=_kind_counts(rerun.safety_missing),
+        faithfulness_passed=rerun.faithfulness_passed,
+        faithfulness_flag_counts=_kind_counts(rerun.faithfulness_flags),
         rerun_reason=translation.rerun_reason,
     )
 
@@ -123,3 +127,30 @@ def audit_handout_edit(*, edit: TranslationEdit) -> AuditEvent:
         request_id=translation.request_id, input_sha256=sha, input_chars=chars,
         text_sha256=edit.text_sha256,
     )
+
+
+#: Tables whose rows are never changed once written.
+APPEND_ONLY_TABLES = ("clinical_auditevent", "clinical_translationedit")
+
+
+def append_only_triggers_ensure(*, connection) -> int:
+    """On SQLite, (re)create the triggers that refuse UPDATE of the
+    append-only tables (migration 0012; PostgreSQL has its own since 0004
+    and 0009). Run after every ``migrate``: SQLite alters a table by
+    copying it into a new one, which drops its triggers.
+
+    Returns:
+        The number of triggers created (0 on other databases).
+    """
+    if connection.vendor != "sqlite":
+        return 0
+    created = 0
+    with connection.cursor() as cursor:
+        tables = {row[0] for row in cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        for table in APPEND_ONLY_TABLES:
+            if table in tables:
+                cursor.execute(
+                    f"CREATE TRIGGER IF NOT EXISTS {table}_append_only_update BEFORE UPDATE ON {table} "
+                    f"BEGIN SELECT RAISE(ABORT, '{table} is append-only (UPDATE refused)'); END;")
+                created += 1
+    return created

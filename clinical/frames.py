@@ -101,6 +101,7 @@ def glossary_frame(translation: Translation) -> dict:
 REASON_MESSAGES = {
     quality.LOW_CONFIDENCE: "Low confidence",
     quality.SAFETY_FAILED: "Safety check: facts missing",
+    quality.FAITHFULNESS_FAILED: "Faithfulness check: statements the note does not make",
 }
 
 VERIFICATION_MESSAGES = {

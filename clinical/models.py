@@ -127,12 +127,19 @@ class Translation(models.Model):
         help_text="Every number+unit, dose, drug, laterality and negation of the input is in the output.")
     safety_missing = models.JSONField(default=list, blank=True,
                                       help_text='Missing items: [{"kind", "text"}].')
+    faithfulness_passed = models.BooleanField(
+        null=True, blank=True,
+        help_text="The output states no number, unit, drug, side, body site, negation or person the input "
+                  "does not (clinical.quality.faithfulness).")
+    faithfulness_flags = models.JSONField(default=list, blank=True,
+                                          help_text='Statements not in the input: [{"kind", "text", "start", '
+                                                    '"end", "detail"}].')
     glossary = models.JSONField(default=list, blank=True,
                                 help_text='Medical terms of the input: [{"term", "definition", "source"}].')
     rerun_reason = models.CharField(
-        max_length=32, blank=True,
-        help_text='Why the full-precision re-run was queued: "low_confidence", "safety_failed" or both, '
-                  'comma-separated.')
+        max_length=64, blank=True,
+        help_text='Why the full-precision re-run was queued: "low_confidence", "safety_failed", '
+                  '"faithfulness_failed", comma-separated.')
 
     class Meta:
         ordering = ["-created_at"]
@@ -218,6 +225,9 @@ class Rerun(models.Model):
                                            help_text="Score on the translation's readability_measure.")
     safety_passed = models.BooleanField(null=True, blank=True)
     safety_missing = models.JSONField(default=list, blank=True, help_text='[{"kind", "text"}]')
+    faithfulness_passed = models.BooleanField(null=True, blank=True)
+    faithfulness_flags = models.JSONField(default=list, blank=True,
+                                          help_text='[{"kind", "text", "start", "end", "detail"}]')
 
     class Meta:
         constraints = [
@@ -302,7 +312,10 @@ class AuditEvent(models.Model):
     safety_passed = models.BooleanField(null=True, blank=True)
     safety_missing_counts = models.JSONField(
         default=dict, blank=True, help_text='Missing items by kind, e.g. {"dose": 1}; no clinical text.')
-    rerun_reason = models.CharField(max_length=32, blank=True)
+    faithfulness_passed = models.BooleanField(null=True, blank=True)
+    faithfulness_flag_counts = models.JSONField(
+        default=dict, blank=True, help_text='Faithfulness flags by kind, e.g. {"body_site": 1}; no clinical text.')
+    rerun_reason = models.CharField(max_length=64, blank=True)
 
     objects = AuditEventQuerySet.as_manager()
 

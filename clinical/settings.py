@@ -269,6 +269,9 @@ RERUN_REDISPATCH_GRACE_S = float(os.environ.get("RERUN_REDISPATCH_GRACE_S", "30"
 # A failed safety check (clinical/quality/safety.py) queues the full-precision re-run
 # like a low confidence does; off only for tests that isolate the confidence gate.
 SAFETY_RERUN = env_bool("SAFETY_RERUN", True)
+# A failed faithfulness check (clinical/quality/faithfulness.py: the output
+# states something the input does not) queues the re-run too.
+FAITHFULNESS_RERUN = env_bool("FAITHFULNESS_RERUN", True)
 # Glossary: at most this many terms; plain definitions written by the engine
 # after the main text (GLOSSARY_GENERATE, GLOSSARY_MAX_TOKENS), else the
 # vocabulary's own definitions.

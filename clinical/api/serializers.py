@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from rest_framework import serializers
 
+from clinical.quality.faithfulness import KINDS as FAITHFULNESS_KINDS
 from inference.prompts import DEFAULT_LANGUAGE, DEFAULT_READING_LEVEL, LANGUAGES, READING_LEVELS
 
 
@@ -61,6 +62,19 @@ class SafetySerializer(serializers.Serializer):
     missing = SafetyItemSerializer(many=True)
 
 
+class FaithfulnessFlagSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=list(FAITHFULNESS_KINDS))
+    text = serializers.CharField(help_text="The statement as written in the output.")
+    detail = serializers.CharField(allow_blank=True, help_text='Why, e.g. "not in input", "flipped".')
+
+
+class FaithfulnessSerializer(serializers.Serializer):
+    passed = serializers.BooleanField(allow_null=True, help_text="The output states no number, unit, drug, "
+                                      "side, body site, negation or person the input does not (null until "
+                                      "completed).")
+    flags = FaithfulnessFlagSerializer(many=True)
+
+
 class GlossaryTermSerializer(serializers.Serializer):
     term = serializers.CharField()
     definition = serializers.CharField()
@@ -71,6 +85,7 @@ class GlossaryTermSerializer(serializers.Serializer):
 class VerifiedQualitySerializer(serializers.Serializer):
     readability = ReadabilitySerializer()
     safety = SafetySerializer()
+    faithfulness = FaithfulnessSerializer()
 
 
 class TranslationSerializer(serializers.Serializer):
@@ -95,12 +110,16 @@ class TranslationSerializer(serializers.Serializer):
     timings = TimingsSerializer()
     ai_generated = serializers.BooleanField(help_text="Always true: check before giving it to a patient.")
     readability = ReadabilitySerializer(help_text="Readability of the input and of the fast output.")
-    safety = SafetySerializer(help_text="Safety check of the fast output.")
+    safety = SafetySerializer(help_text="Safety check of the fast output: what it lost.")
+    faithfulness = FaithfulnessSerializer(help_text="Faithfulness check of the fast output: what it states "
+                                          "that the input does not.")
     rerun_reason = serializers.CharField(allow_blank=True, help_text="Why the full-precision re-run was "
-                                         "queued: `low_confidence`, `safety_failed` or both, comma-separated.")
+                                         "queued: `low_confidence`, `safety_failed`, `faithfulness_failed`, "
+                                         "comma-separated.")
     glossary = GlossaryTermSerializer(many=True, help_text="Medical terms of the input with short definitions.")
     verified_quality = VerifiedQualitySerializer(allow_null=True,
-                                                 help_text="The re-run output's own readability and safety check.")
+                                                 help_text="The re-run output's own readability, safety and "
+                                                           "faithfulness checks.")
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
 

@@ -1,10 +1,11 @@
-"""What the page says about an output's reading level, safety check and
-glossary: the words and numbers shown on the detail and handout pages
+"""What the page says about an output's reading level, safety check,
+faithfulness check and glossary: the words and numbers shown on the detail and handout pages
 (``static/clinical/quality.js`` says the same on the live page).
 
 Input: the payloads of :mod:`clinical.quality.measure` (``readability``:
 ``{"input_fkgl", "output_fkgl", "measure", "score", "note"}``; ``safety``:
-``{"passed", "missing": [{"kind", "text"}]}``; ``glossary``:
+``{"passed", "missing": [{"kind", "text"}]}``; ``faithfulness``:
+``{"passed", "flags": [{"kind", "text", "detail"}]}``; ``glossary``:
 ``[{"term", "definition", "source"}]``). The measures themselves are
 computed in :mod:`clinical.quality.readability` and :mod:`clinical.quality.safety`.
 """
@@ -21,6 +22,12 @@ KIND_LABELS = {
 SAFETY_PASSED = ("Nothing missing: every number with its unit, dose, drug name, side (left/right) "
                  "and negation of the diagnosis is in the explanation.")
 SAFETY_UNCHECKED = "Not checked (the explanation did not complete)."
+FLAG_LABELS = {
+    "number": "Number", "unit": "Unit", "drug": "Drug", "laterality": "Side (left/right)",
+    "body_site": "Body part", "negation": "Negation", "person": "Who (I/he/she)",
+}
+FAITHFULNESS_PASSED = ("Nothing added: the explanation states no number, unit, drug, side, body part, "
+                       "negation or person that the diagnosis does not.")
 NOT_MEASURED = "Not measured for this language."
 
 
@@ -58,10 +65,25 @@ def safety_display(*, safety: dict) -> dict:
                          "text": item.get("text", "")} for item in missing]}
 
 
+def faithfulness_display(*, faithfulness: dict | None) -> dict:
+    """``{"state": "passed"|"failed"|"unchecked", "summary", "flags":
+    [{"label", "text", "detail"}]}``."""
+    faithfulness = faithfulness or {}
+    passed, flags = faithfulness.get("passed"), faithfulness.get("flags") or []
+    if passed is None:
+        return {"state": "unchecked", "summary": SAFETY_UNCHECKED, "flags": []}
+    if passed:
+        return {"state": "passed", "summary": FAITHFULNESS_PASSED, "flags": []}
+    return {"state": "failed",
+            "summary": f"Not in the diagnosis ({len(flags)}): check these words before giving it to the patient.",
+            "flags": [{"label": FLAG_LABELS.get(item.get("kind"), item.get("kind", "")),
+                       "text": item.get("text", ""), "detail": item.get("detail", "")} for item in flags]}
+
+
 def translation_quality_display(*, translation: Translation) -> dict | None:
     """The panels for the text the page shows (the verified re-run's own
     check once verified, else the fast output's): ``{"readability",
-    "safety", "glossary", "verified"}``; ``None`` before the output
+    "safety", "faithfulness", "glossary", "verified"}``; ``None`` before the output
     completed."""
     if translation.status != Translation.Status.COMPLETED:
         return None
@@ -73,6 +95,7 @@ def translation_quality_display(*, translation: Translation) -> dict | None:
         "readability": readability_display(readability=payload["readability"],
                                            reading_level=translation.reading_level),
         "safety": safety_display(safety=payload["safety"]),
+        "faithfulness": faithfulness_display(faithfulness=payload.get("faithfulness")),
         "glossary": payload.get("glossary") or [],
         "verified": verified is not None,
     }

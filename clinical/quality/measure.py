@@ -1,6 +1,9 @@
 """What the clinician is shown about an output besides its text: reading
-level (:mod:`clinical.quality.readability`) and the safety check
-(:mod:`clinical.quality.safety`); plus the frames and API fields that carry them.
+level (:mod:`clinical.quality.readability`), the safety check (what the
+output lost: :mod:`clinical.quality.safety`) and the faithfulness check
+(what the output states that the input does not:
+:mod:`clinical.quality.faithfulness`); plus the frames and API fields that
+carry them.
 
 Computed for every completed output (the fast one in
 :func:`clinical.translation.services.translation_finish`, the full-precision re-run's in
@@ -14,20 +17,22 @@ import logging
 import time
 from dataclasses import dataclass
 
-from clinical.quality import glossary, readability, safety
+from clinical.quality import faithfulness, glossary, readability, safety
 
 logger = logging.getLogger(__name__)
 
 LOW_CONFIDENCE = "low_confidence"
 SAFETY_FAILED = "safety_failed"
+FAITHFULNESS_FAILED = "faithfulness_failed"
 
 
 @dataclass(frozen=True)
 class OutputQuality:
-    """Readability and safety of one output."""
+    """Readability, safety and faithfulness of one output."""
 
     readability: readability.Readability
     safety: safety.SafetyResult
+    faithfulness: faithfulness.FaithfulnessResult
 
 
 def output_quality(*, input_text: str, output_text: str, language: str) -> OutputQuality:
@@ -36,18 +41,24 @@ def output_quality(*, input_text: str, output_text: str, language: str) -> Outpu
         readability=readability.readability_measure(input_text=input_text, output_text=output_text,
                                                     language=language),
         safety=safety.safety_check(input_text=input_text, output_text=output_text, language=language),
+        faithfulness=faithfulness.faithfulness_check(input_text, output_text, language=language),
     )
 
 
 def rerun_reasons(*, confidence: float | None, safety_passed: bool | None, threshold: float,
-                  safety_gate: bool = True) -> list[str]:
+                  safety_gate: bool = True, faithfulness_passed: bool | None = None,
+                  faithfulness_gate: bool = True) -> list[str]:
     """Why an output needs the full-precision re-run: ``low_confidence``
-    (below ``threshold``, or no tokens) and/or ``safety_failed``."""
+    (below ``threshold``, or no tokens), ``safety_failed`` (a fact of the
+    input is missing) and/or ``faithfulness_failed`` (the output states
+    something the input does not), in that order."""
     reasons = []
     if confidence is None or confidence < threshold:
         reasons.append(LOW_CONFIDENCE)
     if safety_gate and safety_passed is False:
         reasons.append(SAFETY_FAILED)
+    if faithfulness_gate and faithfulness_passed is False:
+        reasons.append(FAITHFULNESS_FAILED)
     return reasons
 
 
@@ -62,29 +73,39 @@ def safety_payload(*, passed: bool | None, missing: list[dict] | None) -> dict:
     return {"passed": passed, "missing": list(missing or [])}
 
 
+def faithfulness_payload(*, passed: bool | None, flags: list[dict] | None) -> dict:
+    """``{"passed", "flags": [{"kind", "text", "detail"}]}`` (``kind``: one
+    of :data:`clinical.quality.faithfulness.KINDS`)."""
+    return {"passed": passed, "flags": [{"kind": f["kind"], "text": f["text"], "detail": f.get("detail", "")}
+                                        for f in flags or []]}
+
+
 def translation_quality_payload(translation) -> dict:
     """The fast output's quality for frames and the API:
-    ``{"readability", "safety", "rerun_reason", "glossary"}``."""
+    ``{"readability", "safety", "faithfulness", "rerun_reason", "glossary"}``."""
     return {
         "readability": readability_payload(
             input_fkgl=translation.input_fkgl, output_fkgl=translation.output_fkgl,
             score=translation.output_readability, measure=translation.readability_measure,
             note=translation.readability_note),
         "safety": safety_payload(passed=translation.safety_passed, missing=translation.safety_missing),
+        "faithfulness": faithfulness_payload(passed=translation.faithfulness_passed,
+                                             flags=translation.faithfulness_flags),
         "rerun_reason": translation.rerun_reason,
         "glossary": list(translation.glossary or []),
     }
 
 
 def rerun_quality_payload(rerun) -> dict:
-    """The re-run output's quality: ``{"readability", "safety"}`` (input
-    FKGL and measure are the translation's)."""
+    """The re-run output's quality: ``{"readability", "safety",
+    "faithfulness"}`` (input FKGL and measure are the translation's)."""
     translation = rerun.translation
     return {
         "readability": readability_payload(
             input_fkgl=translation.input_fkgl, output_fkgl=rerun.output_fkgl, score=rerun.output_readability,
             measure=translation.readability_measure, note=translation.readability_note),
         "safety": safety_payload(passed=rerun.safety_passed, missing=rerun.safety_missing),
+        "faithfulness": faithfulness_payload(passed=rerun.faithfulness_passed, flags=rerun.faithfulness_flags),
     }
 
 
@@ -95,6 +116,7 @@ def warm() -> float:
     readability.warm()
     safety.warm()
     glossary.warm()
+    faithfulness.warm()
     elapsed = (time.perf_counter() - started) * 1000
     logger.info("quality word lists loaded in %.0f ms", elapsed)
     return elapsed

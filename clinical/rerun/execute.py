@@ -74,6 +74,8 @@ def rerun_complete(*, rerun_id: int, output_text: str, token_logprobs: list[floa
     rerun.output_readability = measured.readability.output_score
     rerun.safety_passed = measured.safety.passed
     rerun.safety_missing = measured.safety.missing_dicts()
+    rerun.faithfulness_passed = measured.faithfulness.passed
+    rerun.faithfulness_flags = measured.faithfulness.flag_dicts()
     rerun.save()
     _verification_conclude(rerun=rerun, state=Translation.Verification.VERIFIED)
     return rerun

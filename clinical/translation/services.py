@@ -252,10 +252,12 @@ def translation_finish(*, translation_id: int, status: str, output_text: str,
     """Put a pending translation in its final state, exactly once, with its
     audit event in the same transaction.
 
-    A completed output is measured (readability, safety check:
-    :func:`clinical.quality.measure.output_quality`, about 10 ms). A completed
-    translation whose confidence is below the threshold, or whose safety
-    check failed (unless ``SAFETY_RERUN`` is off), gets a full-precision
+    A completed output is measured (readability, safety and faithfulness
+    checks: :func:`clinical.quality.measure.output_quality`, about 10 ms). A
+    completed translation whose confidence is below the threshold, whose
+    safety check failed (unless ``SAFETY_RERUN`` is off) or whose
+    faithfulness check flagged a statement (unless ``FAITHFULNESS_RERUN`` is
+    off) gets a full-precision
     re-run queued in the same transaction
     (:func:`clinical.rerun.dispatch.rerun_request`); ``rerun_reason`` says which.
 
@@ -287,7 +289,9 @@ def translation_finish(*, translation_id: int, status: str, output_text: str,
         _quality_store(row)
         reasons = quality.rerun_reasons(confidence=row.confidence, safety_passed=row.safety_passed,
                                         threshold=settings.CONFIDENCE_THRESHOLD,
-                                        safety_gate=settings.SAFETY_RERUN)
+                                        safety_gate=settings.SAFETY_RERUN,
+                                        faithfulness_passed=row.faithfulness_passed,
+                                        faithfulness_gate=settings.FAITHFULNESS_RERUN)
         row.rerun_reason = ",".join(reasons)
     row.save()
     audit.audit_translation(translation=row)
@@ -297,7 +301,8 @@ def translation_finish(*, translation_id: int, status: str, output_text: str,
 
 
 def _quality_store(row: Translation) -> None:
-    """Set the readability and safety fields of a completed row (unsaved)."""
+    """Set the readability, safety and faithfulness fields of a completed
+    row (unsaved)."""
     measured = quality.output_quality(input_text=row.input_text, output_text=row.output_text,
                                       language=row.language)
     r = measured.readability
@@ -305,5 +310,7 @@ def _quality_store(row: Translation) -> None:
     row.readability_measure, row.readability_note = r.measure, r.note[:200]
     row.safety_passed = measured.safety.passed
     row.safety_missing = measured.safety.missing_dicts()
+    row.faithfulness_passed = measured.faithfulness.passed
+    row.faithfulness_flags = measured.faithfulness.flag_dicts()
     row.glossary = [term.as_dict() for term in
                     glossary.glossary_terms(row.input_text, max_terms=settings.GLOSSARY_MAX_TERMS)]

@@ -1,7 +1,8 @@
-// Shows an output's reading level, safety check and glossary (the
-// "readability", "safety" and "glossary" of the done and verified frames,
-// see clinical/quality/measure.py) in the panels of templates/clinical/_result.html.
-// Says the same as clinical/quality_display.py does on the server.
+// Shows an output's reading level, safety and faithfulness checks and
+// glossary (the "readability", "safety", "faithfulness" and "glossary" of
+// the done and verified frames, see clinical/quality/measure.py) in the
+// panels of templates/clinical/_result.html.
+// Says the same as clinical/quality/display.py does on the server.
 // Text from the server is only ever written with textContent.
 (function () {
   "use strict";
@@ -13,6 +14,12 @@
   const SAFETY_PASSED = "Nothing missing: every number with its unit, dose, drug name, side (left/right) " +
     "and negation of the diagnosis is in the explanation.";
   const SAFETY_UNCHECKED = "Not checked (the explanation did not complete).";
+  const FLAG_LABELS = {
+    number: "Number", unit: "Unit", drug: "Drug", laterality: "Side (left/right)",
+    body_site: "Body part", negation: "Negation", person: "Who (I/he/she)",
+  };
+  const FAITHFULNESS_PASSED = "Nothing added: the explanation states no number, unit, drug, side, body part, " +
+    "negation or person that the diagnosis does not.";
   const NOT_MEASURED = "Not measured for this language.";
 
   const grade = (value) => value == null ? "not measured (no words)" : "grade " + value.toFixed(1);
@@ -56,6 +63,36 @@
     box.hidden = false;
   }
 
+  function renderFaithfulness(faithfulness, verified) {
+    const box = $("faithfulness");
+    if (!box) return;
+    const flags = faithfulness.flags || [];
+    const list = $("faithfulness-flags");
+    list.replaceChildren();
+    let state = "unchecked", summary = SAFETY_UNCHECKED;
+    if (faithfulness.passed === true) { state = "passed"; summary = FAITHFULNESS_PASSED; }
+    if (faithfulness.passed === false) {
+      state = "failed";
+      summary = "Not in the diagnosis (" + flags.length + "): check these words before giving it to the patient.";
+      flags.forEach((item) => {
+        const li = document.createElement("li");
+        const kind = document.createElement("span");
+        kind.className = "kind";
+        kind.textContent = (FLAG_LABELS[item.kind] || item.kind) + ":";
+        const detail = document.createElement("span");
+        detail.className = "detail";
+        detail.textContent = "(" + (item.detail || "") + ")";
+        li.append(kind, " " + item.text + " ", detail);
+        list.append(li);
+      });
+    }
+    list.hidden = !list.children.length;
+    $("faithfulness-h").textContent = "Faithfulness check" + (verified ? " (verified text)" : "");
+    $("faithfulness-summary").textContent = summary;
+    box.dataset.state = state;
+    box.hidden = false;
+  }
+
   function renderGlossary(glossary) {
     const section = $("glossary");
     if (!section || glossary == null) return;  // null: keep what is shown
@@ -84,16 +121,22 @@
         $("readability").hidden = false;
       }
       if (frame.safety) renderSafety(frame.safety, verified);
+      if (frame.faithfulness) renderFaithfulness(frame.faithfulness, verified);
       renderGlossary(verified ? null : (frame.glossary || []));
     },
     hide() {
-      ["safety", "readability", "glossary"].forEach((id) => { if ($(id)) $(id).hidden = true; });
+      ["safety", "faithfulness", "readability", "glossary"].forEach((id) => { if ($(id)) $(id).hidden = true; });
     },
     // A short sentence for the status message after "Done.".
     summary(frame) {
       if (!frame.safety || frame.safety.passed == null) return "";
-      return frame.safety.passed ? " Safety check: nothing missing."
+      let text = frame.safety.passed ? " Safety check: nothing missing."
         : " Safety check: " + (frame.safety.missing || []).length + " missing; see the list next to the text.";
+      if (frame.faithfulness && frame.faithfulness.passed === false) {
+        text += " Faithfulness check: " + (frame.faithfulness.flags || []).length +
+          " not in the diagnosis; see the list next to the text.";
+      }
+      return text;
     },
   };
 })();

@@ -126,6 +126,10 @@ def test_clinician_translates_prints_edits_and_finds_a_handout(
     expect(safety).to_be_visible()
     expect(safety).to_have_attribute("data-state", "passed" if row.safety_passed else "failed")
     expect(page.locator("#safety-missing li")).to_have_count(len(row.safety_missing))
+    faithfulness = page.locator("#faithfulness")
+    expect(faithfulness).to_be_visible()
+    expect(faithfulness).to_have_attribute("data-state", "passed" if row.faithfulness_passed else "failed")
+    expect(page.locator("#faithfulness-flags li")).to_have_count(len(row.faithfulness_flags))
     assert_accessible(page, "main page, translation done")
 
     # The patient handout: print view, copy, edit.

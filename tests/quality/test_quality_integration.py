@@ -115,3 +115,63 @@ async def test_done_frame_carries_reading_level_and_safety_and_the_rerun_reason(
     assert frames[-1]["reason"] == "safety_failed"
     row = await database_sync_to_async(Translation.objects.get)()
     assert row.output_fkgl == readability["output_fkgl"]
+
+
+# -- The faithfulness check in the product -----------------------------------
+
+INVENTS = ("Take metoprolol, 25 mg, two times a day, because the left side of your heart does not pump "
+           "well. The muscles in your brain are fine. You have no chest pain.")
+
+
+@pytest.mark.django_db
+def test_an_output_that_invents_a_body_part_is_flagged_rerun_and_audited_by_kind_only(clinician):
+    row = finish(clinician, INVENTS, confidence=0.95)
+    assert row.safety_passed is True and row.faithfulness_passed is False
+    assert {f["kind"] for f in row.faithfulness_flags} == {"body_site"}
+    assert any("brain" in f["text"] for f in row.faithfulness_flags)
+    assert row.rerun_reason == "faithfulness_failed"
+    assert row.verification == Translation.Verification.PENDING and Rerun.objects.get().translation == row
+    event = AuditEvent.objects.get(event_type="translation")
+    assert (event.faithfulness_passed, event.faithfulness_flag_counts) == (
+        False, {"body_site": len(row.faithfulness_flags)})
+    stored = " ".join(str(getattr(event, f.attname)) for f in AuditEvent._meta.concrete_fields)
+    assert "brain" not in stored and "muscle" not in stored
+    frame = verification_frame(row)
+    assert "Faithfulness check" in frame["message"] and frame["reason"] == "faithfulness_failed"
+
+
+@pytest.mark.django_db
+def test_a_faithful_output_passes_and_the_gate_can_leave_faithfulness_alone(clinician, settings):
+    row = finish(clinician, FAITHFUL, confidence=0.95)
+    assert row.faithfulness_passed is True and row.faithfulness_flags == [] and row.rerun_reason == ""
+    settings.FAITHFULNESS_RERUN = False
+    row = finish(clinician, INVENTS, confidence=0.95)
+    assert row.faithfulness_passed is False and row.rerun_reason == ""
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_done_frame_and_api_view_carry_the_faithfulness_check(fake_engine, clinician):
+    from clinical.translation import selectors
+
+    fake_engine.answer = INVENTS
+    communicator = await open_socket(clinician)
+    await communicator.send_json_to({"type": "translate", "text": NOTE})
+    frames = await frames_until(communicator, "verifying")
+    await communicator.disconnect()
+    done = next(f for f in frames if f["type"] == "done")
+    assert done["faithfulness"]["passed"] is False
+    assert {flag["kind"] for flag in done["faithfulness"]["flags"]} == {"body_site"}
+    assert any("brain" in flag["text"] for flag in done["faithfulness"]["flags"])
+    row = await database_sync_to_async(Translation.objects.get)()
+    view = await database_sync_to_async(selectors.translation_api_view)(translation=row)
+    assert view["faithfulness"] == done["faithfulness"]
+
+
+@pytest.mark.django_db
+def test_the_detail_page_and_the_handout_show_the_faithfulness_flags(client, clinician):
+    row = finish(clinician, INVENTS, confidence=0.95)
+    client.force_login(clinician)
+    for path in (f"/translations/{row.request_id}/", f"/translations/{row.request_id}/handout/"):
+        html = client.get(path).content.decode()
+        assert 'id="faithfulness"' in html and 'data-state="failed"' in html, path
+        assert "Body part:</span> muscles in your brain" in html, path
