@@ -237,8 +237,11 @@ SOCKET_FRAME_RATE = os.environ.get("SOCKET_FRAME_RATE", "20/second")
 # that follows it at 30 requests a minute, half the default client rate.
 API_POLL_AFTER_S = int(os.environ.get("API_POLL_AFTER_S", "2"))
 MAX_OUTPUT_TOKENS = int(os.environ.get("MAX_OUTPUT_TOKENS", "256"))
-# Source design: "if confidence < 0.85, re-run in FP32".
-CONFIDENCE_THRESHOLD = float(os.environ.get("CONFIDENCE_THRESHOLD", "0.85"))
+# Source design: "if confidence < 0.85, re-run in FP32". Unset: the model's
+# calibrated threshold (clinical/quality/gate_calibration.json, written by
+# python -m bench gate_calibrate), else 0.85 (clinical/quality/gate.py).
+CONFIDENCE_THRESHOLD = (float(os.environ["CONFIDENCE_THRESHOLD"]) if os.environ.get("CONFIDENCE_THRESHOLD")
+                        else None)
 
 # --- Latency benchmarks (bench/latency.py) -------------------------------------
 # Generate exactly MAX_OUTPUT_TOKENS tokens, never stopping at end of sequence,

@@ -24,7 +24,7 @@ from redis.exceptions import RedisError
 
 from clinical import audit
 from clinical.models import Translation
-from clinical.quality import glossary
+from clinical.quality import gate, glossary
 from clinical.quality import measure as quality
 from clinical.rerun import dispatch
 from clinical.runtime import drain, metrics
@@ -288,7 +288,7 @@ def translation_finish(*, translation_id: int, status: str, output_text: str,
     if status == Translation.Status.COMPLETED:
         _quality_store(row)
         reasons = quality.rerun_reasons(confidence=row.confidence, safety_passed=row.safety_passed,
-                                        threshold=settings.CONFIDENCE_THRESHOLD,
+                                        threshold=gate.gate_threshold(row.model_name),
                                         safety_gate=settings.SAFETY_RERUN,
                                         faithfulness_passed=row.faithfulness_passed,
                                         faithfulness_gate=settings.FAITHFULNESS_RERUN)

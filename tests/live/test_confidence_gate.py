@@ -14,6 +14,7 @@ from django.conf import settings
 from websockets.asyncio.client import connect
 
 from clinical.models import Rerun, Translation
+from clinical.quality.gate import DEFAULT_THRESHOLD
 from clinical.translation import services
 from inference.models import smollm2_gguf_path, smollm2_hf_path
 from tests.conftest import in_thread
@@ -40,7 +41,7 @@ def finish_with_confidence(user, confidence: float) -> Translation:
 @pytest.mark.django_db
 def test_gate_does_nothing_at_or_above_the_threshold(clinician, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        row = finish_with_confidence(clinician, settings.CONFIDENCE_THRESHOLD)
+        row = finish_with_confidence(clinician, DEFAULT_THRESHOLD)
     assert row.verification == Translation.Verification.NOT_NEEDED
     assert not Rerun.objects.exists()
     assert callbacks == []
@@ -49,7 +50,7 @@ def test_gate_does_nothing_at_or_above_the_threshold(clinician, django_capture_o
 @pytest.mark.django_db
 def test_below_the_threshold_one_rerun_is_queued_after_commit(clinician, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        row = finish_with_confidence(clinician, settings.CONFIDENCE_THRESHOLD - 0.01)
+        row = finish_with_confidence(clinician, DEFAULT_THRESHOLD - 0.01)
     assert row.verification == Translation.Verification.PENDING
     rerun = Rerun.objects.get()
     assert (rerun.translation, rerun.precision, rerun.status) == (row, "fp32", Rerun.Status.QUEUED)

@@ -22,6 +22,7 @@ from django.utils import timezone
 from websockets.asyncio.client import connect
 
 from clinical.models import AuditEvent, Rerun, Translation
+from clinical.quality.gate import DEFAULT_THRESHOLD
 from clinical.rerun.broker import broker_epoch
 from clinical.rerun.dispatch import reruns_redispatch
 from clinical.translation import services
@@ -35,7 +36,7 @@ def finish_below_threshold(user) -> Translation:
     row = services.translation_create(user=user, text=laymaker_sentences()[2])
     return services.translation_finish(
         translation_id=row.pk, status=Translation.Status.COMPLETED, output_text="Plain text.",
-        figures=services.TranslationFigures(tokens_out=3, confidence=settings.CONFIDENCE_THRESHOLD - 0.01))
+        figures=services.TranslationFigures(tokens_out=3, confidence=DEFAULT_THRESHOLD - 0.01))
 
 
 def rerun_queue_length() -> int:

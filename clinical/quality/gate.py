@@ -1,0 +1,121 @@
+"""The confidence gate's threshold: set, calibrated per model, or the
+design's default.
+
+Source of the default: the product's design, "if confidence < 0.85, re-run
+in FP32". On the default 1.5B model that re-runs 99.6 % of laymaker-dev
+outputs (median confidence 0.56), so the gate separates nothing and the
+re-run lane competes with the clinicians for the CPU. A model's own
+operating point is therefore calibrated on the dev rows
+(``python -m bench gate_calibrate``, :func:`threshold_calibrate`) and
+shipped in ``gate_calibration.json`` beside this module; the gate reads it
+by the model's file name (``Translation.model_name``).
+
+Order: ``CONFIDENCE_THRESHOLD`` when set (a site's decision), else the
+model's calibrated threshold if it was calibrated with today's prompt
+(:data:`inference.prompts.PROMPT_VERSION`: another prompt gives other
+confidences), else :data:`DEFAULT_THRESHOLD`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+from inference.prompts import PROMPT_VERSION
+
+#: The design's threshold, for models not calibrated yet.
+DEFAULT_THRESHOLD = 0.85
+CALIBRATION_FILE = Path(__file__).resolve().with_name("gate_calibration.json")
+
+
+@functools.cache
+def _calibrations(path: Path = CALIBRATION_FILE) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("models", {})
+    except FileNotFoundError:
+        return {}
+
+
+def gate_threshold(model_name: str) -> float:
+    """The confidence below which an output of ``model_name`` (an engine's
+    ``info.model``, e.g. ``qwen2.5-coder-1.5b-instruct-q4_k_m.gguf``) is
+    re-run; see the module docstring for the order."""
+    if settings.CONFIDENCE_THRESHOLD is not None:
+        return settings.CONFIDENCE_THRESHOLD
+    entry = _calibrations().get(model_name)
+    if entry and entry.get("prompt_version") == PROMPT_VERSION:
+        return float(entry["threshold"])
+    return DEFAULT_THRESHOLD
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    """The gate on a set of outputs at one threshold.
+
+    ``rerun_rate``: share re-run (confidence below ``threshold`` or a
+    failed check); ``failing_caught``: share of the outputs that fail a
+    check which the gate re-runs (1.0 while failed checks are a reason of
+    their own); ``failing_caught_by_confidence``: the share confidence alone
+    would catch; ``auroc``: how well confidence ranks failing outputs below
+    passing ones (0.5 = chance; Hanley & McNeil 1982), ``None`` with one class.
+    """
+
+    threshold: float
+    outputs: int
+    failing: int
+    rerun_rate: float
+    failing_caught: float
+    failing_caught_by_confidence: float
+    auroc: float | None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def operating_point(rows: list[tuple[float | None, bool]], threshold: float, *,
+                    checks_gate: bool = True) -> OperatingPoint:
+    """The gate's figures for ``rows`` of ``(confidence, fails_a_check)``
+    at ``threshold`` (a missing confidence always re-runs)."""
+    from sklearn.metrics import roc_auc_score
+
+    def low(confidence: float | None) -> bool:
+        return confidence is None or confidence < threshold
+
+    failing = [row for row in rows if row[1]]
+    rerun = [row for row in rows if low(row[0]) or (checks_gate and row[1])]
+    labels = [fails for _, fails in rows]
+    scores = [-(confidence if confidence is not None else 0.0) for confidence, _ in rows]
+    auroc = float(roc_auc_score(labels, scores)) if 0 < sum(labels) < len(labels) else None
+    return OperatingPoint(
+        threshold=round(threshold, 4), outputs=len(rows), failing=len(failing),
+        rerun_rate=len(rerun) / len(rows) if rows else 0.0,
+        failing_caught=(sum(1 for c, _ in failing if low(c) or checks_gate) / len(failing)) if failing else 1.0,
+        failing_caught_by_confidence=(sum(1 for c, _ in failing if low(c)) / len(failing)) if failing else 1.0,
+        auroc=auroc)
+
+
+def threshold_calibrate(rows: list[tuple[float | None, bool]], *, max_rerun_rate: float = 0.30) -> OperatingPoint:
+    """The highest threshold whose re-run rate on ``rows`` stays within
+    ``max_rerun_rate`` (the issue's band is 5-30 %: above it the re-run lane
+    takes the CPU from the clinicians), considering each observed confidence
+    as a cut.
+
+    Raises:
+        ValueError: no rows, or the failed checks alone exceed the rate.
+    """
+    if not rows:
+        raise ValueError("no outputs to calibrate on")
+    floor = operating_point(rows, 0.0)
+    if floor.rerun_rate > max_rerun_rate:
+        raise ValueError(f"failed checks alone re-run {floor.rerun_rate:.1%}, above {max_rerun_rate:.0%}")
+    best = floor
+    for cut in sorted({c for c, _ in rows if c is not None}):
+        point = operating_point(rows, cut)
+        if point.rerun_rate > max_rerun_rate:
+            break
+        best = point
+    return best

@@ -1,0 +1,72 @@
+"""The confidence gate's threshold: the site's setting, the model's
+calibration, or the design's 0.85; and the calibration itself."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from clinical.quality import gate
+from inference.prompts import PROMPT_VERSION
+
+
+def test_an_uncalibrated_model_gets_the_designs_threshold(settings):
+    settings.CONFIDENCE_THRESHOLD = None
+    assert gate.gate_threshold("some-new-model.gguf") == gate.DEFAULT_THRESHOLD == 0.85
+
+
+def test_a_calibrated_model_gets_its_threshold_and_a_site_setting_wins(settings, tmp_path, monkeypatch):
+    path = tmp_path / "gate.json"
+    path.write_text(json.dumps({"models": {"m.gguf": {"threshold": 0.42, "prompt_version": PROMPT_VERSION},
+                                           "old.gguf": {"threshold": 0.42, "prompt_version": "2020-01-01.1"}}}))
+    read = gate._calibrations.__wrapped__
+    monkeypatch.setattr(gate, "_calibrations", lambda: read(path))
+    settings.CONFIDENCE_THRESHOLD = None
+    assert gate.gate_threshold("m.gguf") == 0.42
+    assert gate.gate_threshold("old.gguf") == gate.DEFAULT_THRESHOLD  # calibrated for another prompt
+    settings.CONFIDENCE_THRESHOLD = 0.9
+    assert gate.gate_threshold("m.gguf") == 0.9
+
+
+def test_the_shipped_calibration_names_its_source_and_stays_in_the_band():
+    models = json.loads(gate.CALIBRATION_FILE.read_text())["models"]
+    assert models
+    for entry in models.values():
+        assert 0 < entry["threshold"] < 1 and entry["outputs"] >= 100
+        assert 0.05 <= entry["rerun_rate"] <= 0.30 and entry["source"]
+    # Calibrated with today's prompt, or the gate falls back to 0.85 for it.
+    assert any(entry["prompt_version"] == PROMPT_VERSION for entry in models.values())
+
+
+def test_calibration_takes_the_highest_threshold_within_the_rate():
+    # 10 outputs: two fail a check; confidence ranks them low.
+    rows = [(0.2, True), (0.3, True), (0.4, False), (0.5, False), (0.6, False),
+            (0.7, False), (0.8, False), (0.85, False), (0.9, False), (0.95, False)]
+    point = gate.threshold_calibrate(rows, max_rerun_rate=0.30)
+    # Cut at 0.5: 0.2, 0.3 (also failing) and 0.4 are below it: 3 of 10.
+    assert point.threshold == 0.5 and point.rerun_rate == pytest.approx(0.3)
+    assert point.failing_caught == 1.0 and point.failing_caught_by_confidence == 1.0
+    assert point.auroc == pytest.approx(1.0)
+
+
+def test_failed_checks_alone_above_the_rate_are_refused():
+    with pytest.raises(ValueError, match="failed checks alone"):
+        gate.threshold_calibrate([(0.9, True), (0.9, True), (0.9, False)], max_rerun_rate=0.30)
+
+
+def test_the_gate_reads_the_threshold_of_the_rows_model(clinician, settings, monkeypatch, db):
+    from clinical.models import Translation
+    from clinical.translation import services
+
+    settings.CONFIDENCE_THRESHOLD = None
+    monkeypatch.setattr(gate, "_calibrations", lambda: {"calibrated.gguf": {"threshold": 0.3,
+                                                                            "prompt_version": PROMPT_VERSION}})
+    rows = []
+    for model in ("calibrated.gguf", "other.gguf"):
+        row = services.translation_create(user=clinician, text="Hypertension.")
+        Translation.objects.filter(pk=row.pk).update(model_name=model)
+        rows.append(services.translation_finish(
+            translation_id=row.pk, status=Translation.Status.COMPLETED, output_text="High blood pressure.",
+            figures=services.TranslationFigures(tokens_out=3, confidence=0.5)))
+    assert [row.rerun_reason for row in rows] == ["", "low_confidence"]
