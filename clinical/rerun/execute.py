@@ -7,6 +7,7 @@ is :mod:`clinical.rerun.dispatch`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -106,6 +107,25 @@ def _verification_conclude(*, rerun: Rerun, state: str) -> None:
     transaction.on_commit(lambda: rerun_notify(translation=translation))
 
 
+async def _generate_bounded(engine, request_id: str, messages) -> tuple[str, list[float]]:
+    """The re-run's generation, stopped at ``RERUN_SOFT_TIME_LIMIT_S``:
+    Celery's solo pool (the worker's, for vLLM) enforces no time limit, so a
+    hung engine would otherwise hold the lane for ever.
+
+    Raises:
+        TimeoutError: the limit passed; the engine request is aborted (the
+            task then records the re-run as failed and takes the next job).
+    """
+    try:
+        return await asyncio.wait_for(
+            generate_text(engine, request_id, messages, GenerationParams(max_tokens=settings.MAX_OUTPUT_TOKENS)),
+            timeout=settings.RERUN_SOFT_TIME_LIMIT_S)
+    except TimeoutError:
+        await engine.abort(request_id)
+        logger.error("re-run stopped at its time limit of %s s", settings.RERUN_SOFT_TIME_LIMIT_S)
+        raise
+
+
 def rerun_execute(*, translation_id: int) -> Rerun | None:
     """The task body: run the re-run on the worker's engine and record it.
 
@@ -114,6 +134,7 @@ def rerun_execute(*, translation_id: int) -> Rerun | None:
 
     Raises:
         inference.EngineError: generation failed (the task retries).
+        TimeoutError: it ran past ``RERUN_SOFT_TIME_LIMIT_S`` (not retried).
     """
     rerun = rerun_start(translation_id=translation_id)
     if rerun is None:
@@ -124,10 +145,8 @@ def rerun_execute(*, translation_id: int) -> Rerun | None:
     rerun_notify(translation=translation)
     engine = rerun_engine_get()
     started = time.perf_counter()
-    text, logprobs = run_in_engine_loop(generate_text(
-        engine, f"{translation.request_id}-{RERUN_PRECISION}-{rerun.attempts}",
-        translation_messages(translation),
-        GenerationParams(max_tokens=settings.MAX_OUTPUT_TOKENS)))
+    text, logprobs = run_in_engine_loop(_generate_bounded(
+        engine, f"{translation.request_id}-{RERUN_PRECISION}-{rerun.attempts}", translation_messages(translation)))
     duration_ms = (time.perf_counter() - started) * 1000
     done = rerun_complete(rerun_id=rerun.pk, output_text=text.strip(), token_logprobs=logprobs,
                           duration_ms=duration_ms, engine=engine.info.engine, model_name=engine.info.model)
