@@ -12,7 +12,6 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from websockets.asyncio.client import connect
 
-from clinical.runtime import metrics
 from tests.conftest import in_thread
 from tests.data import laymaker_sentences
 from tests.frames import translate_over_socket
@@ -87,10 +86,3 @@ def test_without_a_token_only_direct_loopback_clients_are_answered(daphne_server
     assert scrape(server)  # the test runs on loopback
     proxied = httpx.get(server.base_url + "/metrics", headers={"X-Forwarded-For": "203.0.113.9"}, timeout=10)
     assert proxied.status_code == 403
-
-
-def test_rerun_queue_keys_follow_the_broker_prefix_and_priorities(settings):
-    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": "site1:"}
-    keys = metrics.rerun_queue_keys()
-    assert keys[0] == "site1:rerun" and len(keys) == len(set(keys)) > 1
-    assert all(key.startswith("site1:rerun") for key in keys)
