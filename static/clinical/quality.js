@@ -36,61 +36,54 @@
     return { input: grade(readability.input_fkgl) + " (FKGL)", output: output, note: readability.note || "" };
   }
 
-  function renderSafety(safety, verified) {
-    const box = $("safety");
+  // One check's panel (#<id>, #<id>-h, #<id>-summary, #<listId>): its state,
+  // summary and one list item per finding, "<label>: <text> (<detail>)".
+  function renderCheck(id, listId, title, passed, passedText, failedText, items, verified) {
+    const box = $(id);
     if (!box) return;
-    const missing = safety.missing || [];
-    const list = $("safety-missing");
+    const list = $(listId);
     list.replaceChildren();
     let state = "unchecked", summary = SAFETY_UNCHECKED;
-    if (safety.passed === true) { state = "passed"; summary = SAFETY_PASSED; }
-    if (safety.passed === false) {
+    if (passed === true) { state = "passed"; summary = passedText; }
+    if (passed === false) {
       state = "failed";
-      summary = "Missing from the explanation (" + missing.length + "): check before giving it to the patient.";
-      missing.forEach((item) => {
+      summary = failedText;
+      items.forEach((item) => {
         const li = document.createElement("li");
         const kind = document.createElement("span");
         kind.className = "kind";
-        kind.textContent = (KIND_LABELS[item.kind] || item.kind) + ":";
+        kind.textContent = item.label + ":";
         li.append(kind, " " + item.text);
+        if (item.detail) {
+          const detail = document.createElement("span");
+          detail.className = "detail";
+          detail.textContent = "(" + item.detail + ")";
+          li.append(" ", detail);
+        }
         list.append(li);
       });
     }
     list.hidden = !list.children.length;
-    $("safety-h").textContent = "Safety check" + (verified ? " (verified text)" : "");
-    $("safety-summary").textContent = summary;
+    $(id + "-h").textContent = title + (verified ? " (verified text)" : "");
+    $(id + "-summary").textContent = summary;
     box.dataset.state = state;
     box.hidden = false;
   }
 
+  function renderSafety(safety, verified) {
+    const missing = safety.missing || [];
+    renderCheck("safety", "safety-missing", "Safety check", safety.passed, SAFETY_PASSED,
+      "Missing from the explanation (" + missing.length + "): check before giving it to the patient.",
+      missing.map((item) => ({ label: KIND_LABELS[item.kind] || item.kind, text: item.text })), verified);
+  }
+
   function renderFaithfulness(faithfulness, verified) {
-    const box = $("faithfulness");
-    if (!box) return;
     const flags = faithfulness.flags || [];
-    const list = $("faithfulness-flags");
-    list.replaceChildren();
-    let state = "unchecked", summary = SAFETY_UNCHECKED;
-    if (faithfulness.passed === true) { state = "passed"; summary = FAITHFULNESS_PASSED; }
-    if (faithfulness.passed === false) {
-      state = "failed";
-      summary = "Not in the diagnosis (" + flags.length + "): check these words before giving it to the patient.";
-      flags.forEach((item) => {
-        const li = document.createElement("li");
-        const kind = document.createElement("span");
-        kind.className = "kind";
-        kind.textContent = (FLAG_LABELS[item.kind] || item.kind) + ":";
-        const detail = document.createElement("span");
-        detail.className = "detail";
-        detail.textContent = "(" + (item.detail || "") + ")";
-        li.append(kind, " " + item.text + " ", detail);
-        list.append(li);
-      });
-    }
-    list.hidden = !list.children.length;
-    $("faithfulness-h").textContent = "Faithfulness check" + (verified ? " (verified text)" : "");
-    $("faithfulness-summary").textContent = summary;
-    box.dataset.state = state;
-    box.hidden = false;
+    renderCheck("faithfulness", "faithfulness-flags", "Faithfulness check", faithfulness.passed,
+      FAITHFULNESS_PASSED,
+      "Not in the diagnosis (" + flags.length + "): check these words before giving it to the patient.",
+      flags.map((item) => ({ label: FLAG_LABELS[item.kind] || item.kind, text: item.text, detail: item.detail })),
+      verified);
   }
 
   function renderGlossary(glossary) {
