@@ -161,32 +161,36 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
         then no frame follows (the ``done`` frame's vocabulary definitions
         stand)."""
         events = stream.translation_events(translation=translation, engine=engine, received_ns=received_ns)
+        text_final = False  # this translation's text has ended (the socket is free)
         try:
             async for event in events:
                 if event.kind == stream.TOKEN:
                     await self.send_json(frames.token_frame(event.text))
-                elif event.kind == stream.STARTED:
+                    continue
+                if event.kind in stream.FINAL:
+                    text_final, self.generating = True, False
+                if event.kind == stream.STARTED:
                     await self.send_json(frames.started_frame(translation, engine.info))
                 elif event.kind == stream.DONE:
-                    self.generating = False
                     await self.send_json(frames.done_frame(event.translation))
                     await self.send_verification_state(event.translation)
                 elif event.kind == stream.GLOSSARY:
                     await self.send_json(frames.glossary_frame(event.translation))
                 elif event.kind == stream.FAILED:
-                    self.generating = False
                     await self.send_json(frames.error_frame(
                         "engine_error", "The translation failed and was recorded. Please try again."))
                 elif event.kind == stream.UNRECORDED:
                     # The text was streamed but its final state could not be
                     # stored; the row stays pending until the sweep finalises it.
-                    self.generating = False
                     await self.send_closed_safe(frames.error_frame(
                         "unavailable", "The database became unreachable, so this translation could not be "
                         "recorded. Please do not use it; try again shortly.",
                         retry_after_s=services.UNAVAILABLE_RETRY_AFTER_S))
         except asyncio.CancelledError:
-            if self.generating:
+            # Cancelled while its text was still coming (a cancel frame, the
+            # session's end): say so. Cancelled in its glossary step (the
+            # next translation started), it has nothing to say.
+            if not text_final:
                 self.generating = False
                 await self.send_closed_safe(frames.cancelled_frame(translation))
             raise

@@ -271,7 +271,7 @@ def test_a_publish_to_a_silent_broker_gives_up_and_leaves_the_rerun_to_the_sweep
     port = silent.getsockname()[1]
     code = (
         "import time, django; django.setup()\n"
-        "from clinical.rerun import _task_send\n"
+        "from clinical.rerun.dispatch import _task_send\n"
         "t = time.monotonic(); sent = _task_send(translation_id=1, request_id='silent-broker')\n"
         "print(sent, round(time.monotonic() - t, 2))\n")
     env = {**__import__("os").environ, "CELERY_BROKER_URL": f"redis://127.0.0.1:{port}/0",

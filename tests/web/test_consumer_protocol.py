@@ -241,3 +241,19 @@ async def test_an_oversized_frame_is_refused_before_parsing(fake_engine, clinici
     assert (await frames_until(communicator, "done"))[-1]["type"] == "done"
     await communicator.disconnect()
     assert len(await rows()) == 1
+
+
+async def test_a_new_translation_during_the_glossary_step_sends_no_stray_cancelled_frame(fake_engine, clinician):
+    """The glossary step of the last translation is cancelled when the next
+    one starts: that is not the new translation being cancelled."""
+    fake_engine.token_delay_s = 0.05  # the glossary step takes a while
+    communicator = await open_socket(clinician)
+    await communicator.send_json_to({"type": "translate", "text": "Left knee effusion with hypertension."})
+    first = await frames_until(communicator, "done")
+    await communicator.send_json_to({"type": "translate", "text": "Right knee pain."})
+    second = await frames_until(communicator, "done", "cancelled", "error", timeout=20)
+    await communicator.disconnect()
+    assert first[-1]["type"] == "done"
+    assert [f["type"] for f in second if f["type"] != "token"][:1] == ["started"], second
+    assert second[-1]["type"] == "done" and second[-1]["id"] != first[-1]["id"]
+    assert not any(f["type"] == "cancelled" for f in second)
