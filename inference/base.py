@@ -12,6 +12,7 @@ import abc
 import asyncio
 import logging
 import math
+import threading
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -118,6 +119,34 @@ class EngineInfo:
     settings: dict[str, object] = field(default_factory=dict)
 
 
+_ADMISSION_LOCK = threading.Lock()
+
+
+@dataclass(eq=False)
+class Admission:
+    """A place in an engine's queue reserved by :meth:`Engine.admit`.
+
+    The next :meth:`Engine.generate` of the same priority takes it over; a
+    caller that will not start its request after all can :meth:`release`
+    it at once (else it lapses after ``Engine.admission_ttl_s``).
+    """
+
+    engine: "Engine"
+    background: bool
+    at: float
+    counted: bool = True
+
+    def release(self) -> None:
+        """Give the place back (idempotent; no-op once taken over)."""
+        with _ADMISSION_LOCK:
+            if not self.counted:
+                return
+            self.counted = False
+            reserved = self.engine.__dict__.get("_admissions", [])
+            if self in reserved:
+                reserved.remove(self)
+
+
 class Engine(abc.ABC):
     """A text-generation backend that streams deltas with logprobs.
 
@@ -134,6 +163,9 @@ class Engine(abc.ABC):
     _loaded: bool = False
     _start_lock: asyncio.Lock | None = None
     _request_s_ewma: float = 2.0
+    #: Seconds a place reserved by :meth:`admit` is held for a request that
+    #: has not started yet.
+    admission_ttl_s: float = 15.0
 
     def queue_depth(self) -> int:
         """Requests queued or running now (the default engine keeps none)."""
@@ -162,19 +194,69 @@ class Engine(abc.ABC):
         depth = self._depth_for(background)
         return max(1, math.ceil(self._request_s_ewma * depth / max(1, self.parallelism)))
 
-    def admit(self, *, background: bool = False) -> None:
-        """Refuse a new request when the queue is full, instead of letting it
-        grow without bound. Background requests count every request queued
-        or running; interactive ones only those they would wait for
+    def admit(self, *, background: bool = False) -> "Admission":
+        """Reserve a place in the queue for a request about to start, or
+        refuse it when the queue is full, instead of letting it grow without
+        bound. Background requests count every request queued or running;
+        interactive ones only those they would wait for
         (:meth:`interactive_queue_depth`), so queued background work never
         turns a clinician's translation away.
 
+        The check and the reservation are one step (no ``await``, under a
+        lock): a burst of simultaneous admissions gets at most
+        ``max_queue`` places even though none of them has called
+        :meth:`generate` yet (callers write the translation row between the
+        two). The place is held until the next :meth:`generate` of the same
+        priority takes it over, :meth:`Admission.release` gives it back, or
+        ``admission_ttl_s`` passes (a caller that gave up without saying so
+        cannot hold it for ever).
+
+        Returns:
+            The reservation (callers may ignore it).
+
         Raises:
-            EngineBusy: that depth ``>= max_queue``.
+            EngineBusy: that depth, plus the places already reserved,
+                ``>= max_queue``.
         """
-        depth = self._depth_for(background)
-        if self.max_queue is not None and depth >= self.max_queue:
-            raise EngineBusy(self.retry_after_s(background=background))
+        if self.max_queue is None:
+            return Admission(self, background, 0.0, counted=False)
+        with _ADMISSION_LOCK:
+            now = time.monotonic()
+            reserved = self._admissions_live(now)
+            held = sum(1 for a in reserved if background or not a.background)
+            depth = self._depth_for(background) + held
+            if depth >= self.max_queue:
+                raise EngineBusy(self.retry_after_s(background=background))
+            admission = Admission(self, background, now)
+            reserved.append(admission)
+            return admission
+
+    def _admissions_live(self, now: float) -> list["Admission"]:
+        """The unexpired reservations (expired ones dropped); call under
+        ``_ADMISSION_LOCK``."""
+        reserved = self.__dict__.setdefault("_admissions", [])
+        if reserved and now - reserved[0].at > self.admission_ttl_s:
+            reserved[:] = [a for a in reserved if now - a.at <= self.admission_ttl_s]
+        return reserved
+
+    def _admission_claim(self, background: bool) -> None:
+        """A request of this priority starts: it takes over the oldest place
+        reserved by :meth:`admit` for its priority, if any. Engines call it
+        in :meth:`generate` in the same step as they count the request in
+        :meth:`queue_depth`, so the place is never counted twice nor
+        dropped."""
+        with _ADMISSION_LOCK:
+            reserved = self._admissions_live(time.monotonic())
+            for index, admission in enumerate(reserved):
+                if admission.background == background:
+                    del reserved[index]
+                    admission.counted = False
+                    return
+
+    def admissions_reserved(self) -> int:
+        """Places reserved by :meth:`admit` and not yet taken over."""
+        with _ADMISSION_LOCK:
+            return len(self._admissions_live(time.monotonic()))
 
     async def start(self) -> None:
         """Load the model once. Idempotent and safe for concurrent callers;

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 
 from inference.base import Engine
 from inference.vllm_engine import cuda_available
@@ -42,6 +43,11 @@ class EngineConfig:
         speculative_model: vLLM speculative decoding: a draft model's HF
             folder or name, or ``"ngram"`` (prompt lookup); empty = off.
         num_speculative_tokens: tokens the draft proposes per step.
+        max_batch: llama.cpp requests decoded together (continuous
+            batching); 1 = one request at a time (the serial engine); 0 =
+            the engine's measured default
+            (:data:`inference.llamacpp_engine.DEFAULT_MAX_BATCH`). Read
+            from ``ENGINE_MAX_BATCH`` when not given.
     """
 
     engine: str = "auto"
@@ -60,6 +66,20 @@ class EngineConfig:
     enforce_eager: bool | None = None
     speculative_model: str = ""
     num_speculative_tokens: int = 5
+    max_batch: int = field(default_factory=lambda: env_max_batch())
+
+
+def env_max_batch() -> int:
+    """``ENGINE_MAX_BATCH`` from the environment (0 = engine default).
+
+    Raises:
+        ValueError: not a whole number >= 0.
+    """
+    raw = os.environ.get("ENGINE_MAX_BATCH", "").strip() or "0"
+    value = int(raw)
+    if value < 0:
+        raise ValueError(f"ENGINE_MAX_BATCH must be >= 0, not {raw!r}")
+    return value
 
 
 DEVICE_CHOICES = ("auto", "cuda", "cpu")
@@ -128,8 +148,6 @@ def create_engine(config: EngineConfig) -> Engine:
     if name == "llamacpp" and device == "cuda":
         logger.warning("llama.cpp is built for the CPU here; it will not use the GPU")
     if name == "fake":
-        import os
-
         from inference.fake_engine import FakeEngine
 
         # Tests of the web stack slow the fake engine down to exercise cancel.
@@ -145,7 +163,8 @@ def create_engine(config: EngineConfig) -> Engine:
             "q4_k_m" if not config.model else _gguf_precision(model)
         )
         return LlamaCppEngine(model, n_ctx=config.n_ctx, n_threads=config.threads or None,
-                              precision=precision, max_queue=config.max_queue)
+                              precision=precision, max_queue=config.max_queue,
+                              max_batch=config.max_batch or None)
     from inference.vllm_engine import VllmEngine
 
     model = config.model or str(models.default_hf_path())

@@ -81,6 +81,7 @@ class FakeEngine(Engine):
         await self.start()
         words = (self.answer or "Plain words: " + messages[-1]["content"]).split(" ")
         words = words[: params.max_tokens]
+        self._admission_claim(params.background)
         self.active.add(request_id)
         try:
             if self.serial:

@@ -1,5 +1,11 @@
 """llama.cpp engine: the embedded CPU default (llama-cpp-python, GGUF).
 
+With ``max_batch > 1`` (``ENGINE_MAX_BATCH``) requests are decoded together
+by continuous batching through llama.cpp's batch API: see
+:mod:`inference.llamacpp_batch`, which keeps the priorities and preemption
+described below. What follows describes the serial engine
+(``max_batch == 1``).
+
 A ``llama_cpp.Llama`` object is not thread safe and decodes one sequence at a
 time, so this engine serialises every request through a single worker
 thread: requests run one after another and the time a request waits for that
@@ -43,11 +49,23 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from inference.base import Delta, Engine, EngineError, EngineInfo, EnginePreempted, GenerationParams
+from inference.llamacpp_batch import BatchScheduler, log_softmax_at
 from inference.llamacpp_prefix import PrefixSnapshots
 
 logger = logging.getLogger(__name__)
 
 _DONE = object()
+
+#: Requests decoded together by default (``ENGINE_MAX_BATCH``, read by
+#: :class:`inference.factory.EngineConfig`; 1 = the serial engine). The
+#: batched engine (:mod:`inference.llamacpp_batch`) is opt-in until its
+#: tests and measurements have run on the shared machine
+#: (docs/benchmarks/batching.md); 8 is the size it was built and tested for.
+DEFAULT_MAX_BATCH = 1
+#: Prompt tokens read per decode step while others generate.
+DEFAULT_PREFILL_CHUNK = 32
+#: Instruction prefixes the batched engine holds in sequences of their own.
+DEFAULT_PREFIX_SLOTS = 2
 
 
 @dataclass
@@ -63,14 +81,16 @@ class _Job:
     preempted: threading.Event = field(default_factory=threading.Event)
 
     def emit(self, item: object) -> None:
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+        try:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+        except RuntimeError:  # the caller's event loop is closed: nobody listens
+            pass
+
+    def emit_done(self) -> None:
+        self.emit(_DONE)
 
 
-def _log_softmax_at(logits: np.ndarray, index: int) -> float:
-    """``log(softmax(logits)[index])`` computed stably (float64)."""
-    peak = float(logits.max())
-    log_norm = peak + float(np.log(np.exp(logits.astype(np.float64) - peak).sum()))
-    return float(logits[index]) - log_norm
+_log_softmax_at = log_softmax_at
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -97,7 +117,16 @@ class LlamaCppEngine(Engine):
             :meth:`Engine.admit`); ``None`` = unbounded.
         prefix_snapshots: KV-cache snapshots of instruction prefixes kept
             (:mod:`inference.llamacpp_prefix`), so a translation after a
-            glossary job does not read its instructions again; 0 = none.
+            glossary job does not read its instructions again; 0 = none
+            (serial engine; 0 also turns the batched engine's holders off).
+        max_batch: requests decoded together (continuous batching,
+            :mod:`inference.llamacpp_batch`); 1 = one at a time (the serial
+            engine below); default :data:`DEFAULT_MAX_BATCH`.
+        prefill_chunk: batched: most prompt tokens read per decode step.
+        prefix_slots: batched: instruction prefixes held in sequences of
+            their own (at most ``prefix_snapshots``). The KV cache holds
+            ``n_ctx`` cells for each of ``max_batch + prefix_slots``
+            sequences (Qwen2.5-1.5B: 28 KiB per cell).
 
     Not thread safe by itself: all model access happens on the engine's one
     worker thread. Abort, and preemption of a background request by an
@@ -115,8 +144,13 @@ class LlamaCppEngine(Engine):
         seed: int = 0,
         max_queue: int | None = None,
         prefix_snapshots: int = 8,
+        max_batch: int | None = None,
+        prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
+        prefix_slots: int = DEFAULT_PREFIX_SLOTS,
     ) -> None:
         self.max_queue = max_queue
+        self.max_batch = max(1, max_batch or DEFAULT_MAX_BATCH)
+        self.parallelism = self.max_batch
         self.model_path = model_path
         self.n_ctx = n_ctx
         self.n_threads = n_threads or os.cpu_count() or 1
@@ -125,9 +159,17 @@ class LlamaCppEngine(Engine):
             model=os.path.basename(model_path),
             precision=precision,
             device="cpu",
-            settings={"n_ctx": n_ctx, "n_threads": self.n_threads, "batching": False,
-                      "prefix_snapshots": prefix_snapshots},
+            settings={"n_ctx": n_ctx, "n_threads": self.n_threads, "batching": self.max_batch > 1,
+                      "max_batch": self.max_batch, "prefix_snapshots": prefix_snapshots},
         )
+        self._batcher: BatchScheduler | None = None
+        if self.max_batch > 1:
+            slots = min(prefix_snapshots, prefix_slots)
+            self._batcher = BatchScheduler(self, max_batch=self.max_batch, seq_tokens=n_ctx,
+                                           prefill_chunk=prefill_chunk, prefix_slots=slots)
+            self.info.settings.update(prefill_chunk=prefill_chunk, prefix_slots=slots)
+        #: Instruction prefixes read (serial: evaluated, not restored).
+        self._prefix_evaluations = 0
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="llamacpp"
         )
@@ -156,7 +198,8 @@ class LlamaCppEngine(Engine):
 
         llm = Llama(
             model_path=self.model_path,
-            n_ctx=self.n_ctx,
+            # Batched: this context only tokenizes; the batch has its own.
+            n_ctx=self.n_ctx if self._batcher is None else 256,
             n_threads=self.n_threads,
             n_threads_batch=self.n_threads,
             logits_all=False,
@@ -172,6 +215,8 @@ class LlamaCppEngine(Engine):
             bos_token=llm._model.token_get_text(bos_id) if bos_id != -1 else "",
         )
         self._llm = llm
+        if self._batcher is not None:
+            self._batcher.load()
 
     async def shutdown(self) -> None:
         await super().shutdown()
@@ -182,6 +227,8 @@ class LlamaCppEngine(Engine):
         self._executor.shutdown(wait=False)
 
     def _close(self) -> None:
+        if self._batcher is not None:
+            self._batcher.close()
         if self._llm is not None:
             self._llm.close()
             self._llm = None
@@ -206,7 +253,12 @@ class LlamaCppEngine(Engine):
         if request_id in self._jobs:
             raise EngineError(f"duplicate request id {request_id}")
         job = _Job(request_id, messages, params, asyncio.get_running_loop(), asyncio.Queue())
+        self._admission_claim(params.background)
         self._jobs[request_id] = job
+        if self._batcher is not None:
+            async for delta in self._stream_batched(job):
+                yield delta
+            return
         self._enqueue(job)
         try:
             # One worker call per queued job; each takes the most urgent job.
@@ -229,10 +281,58 @@ class LlamaCppEngine(Engine):
             # Retrieve the worker's result so no exception goes unobserved.
             future.add_done_callback(lambda f: f.exception())
 
+    async def _stream_batched(self, job: _Job) -> AsyncIterator[Delta]:
+        """The deltas of ``job`` from the batch scheduler; an abort ends the
+        stream at once (deltas already decoded are dropped)."""
+        try:
+            self._batcher.submit(job)
+            while not job.cancelled.is_set():
+                item = await job.queue.get()
+                if item is _DONE or job.cancelled.is_set():
+                    break
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            job.cancelled.set()
+            self._jobs.pop(job.request_id, None)
+            self._batcher.wake()
+
     async def abort(self, request_id: str) -> None:
         job = self._jobs.get(request_id)
         if job is not None:
             job.cancelled.set()
+            job.queue.put_nowait(_DONE)  # the stream ends now, not at the next step
+            if self._batcher is not None:
+                self._batcher.wake()
+
+    @property
+    def prefix_evaluations(self) -> int:
+        """Instruction prefixes read so far (not copied, not restored)."""
+        if self._batcher is not None:
+            return self._batcher.prefix_evaluations
+        return self._prefix_evaluations
+
+    @property
+    def prompt_tokens_evaluated(self) -> int | None:
+        """Prompt tokens run through the model (batched engine only)."""
+        return self._batcher.prompt_tokens_evaluated if self._batcher is not None else None
+
+    def _prompt_tokens(self, job: _Job) -> tuple[list[int], int]:
+        """``(tokens, instructions)``: the prompt of ``job`` and the length of
+        its reusable instruction prefix (at most all tokens but the last).
+
+        Raises:
+            EngineError: prompt plus ``max_tokens`` longer than ``n_ctx``.
+        """
+        prompt = self._formatter(messages=list(job.messages)).prompt
+        tokens = self._llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
+        if len(tokens) + job.params.max_tokens > self.n_ctx:
+            raise EngineError(
+                f"prompt of {len(tokens)} tokens plus {job.params.max_tokens} output "
+                f"tokens exceeds the context window of {self.n_ctx}"
+            )
+        return tokens, min(self._instructions_length(job.messages, tokens), len(tokens) - 1)
 
     def queue_depth(self) -> int:
         """Requests waiting for the worker thread plus the one it runs
@@ -326,6 +426,7 @@ class LlamaCppEngine(Engine):
             shared = instructions
         llm.n_tokens = shared
         if shared < instructions:
+            self._prefix_evaluations += 1
             llm.eval(tokens[shared:instructions])
             self.prefix_snapshots.save(llm, tokens[:instructions])
         llm.eval(tokens[llm.n_tokens :])

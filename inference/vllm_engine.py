@@ -265,6 +265,7 @@ class VllmEngine(Engine):
         )
         admitted_ns = time.monotonic_ns()
         first = True
+        self._admission_claim(params.background)  # vLLM counts it from here on
         try:
             async for output in self._llm.generate(
                 TokensPrompt(prompt_token_ids=prompt_ids), sampling, request_id,

@@ -218,7 +218,7 @@ async def _translation_accept(*, user, api_client, source, text, reading_level, 
         raise TranslationRefused("engine_error", "The translation engine is unavailable. Please try again.",
                                  retry_after_s=30) from None
     try:
-        engine.admit()
+        admission = engine.admit()
     except EngineBusy as busy:
         await refuse(user=user, api_client=api_client, source=source, text=text,
                      outcome="rejected", error_class="EngineBusy", engine_info=engine.info)
@@ -229,7 +229,11 @@ async def _translation_accept(*, user, api_client, source, text, reading_level, 
             user=user, api_client=api_client, text=text, source=source, engine_info=engine.info,
             reading_level=reading_level, language=language)
     except ValidationError as exc:
+        admission.release()  # refused after all: the place goes back at once
         raise TranslationRefused(exc.code or "invalid", exc.messages[0]) from None
+    except BaseException:
+        admission.release()
+        raise
     return translation, engine
 
 

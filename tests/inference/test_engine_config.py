@@ -136,3 +136,20 @@ def test_unset_environment_gives_the_defaults():
         "device": "auto", "quantization": "default", "tensor_parallel_size": 1, "gpu_memory_utilization": 0.9,
         "max_model_len": 2048, "prefix_caching": True, "enforce_eager": None, "speculative_model": "",
         "num_speculative_tokens": 5}
+
+
+def test_engine_max_batch_comes_from_the_environment(monkeypatch):
+    """ENGINE_MAX_BATCH reaches the llama.cpp engine through EngineConfig
+    (clinical.engine builds the config without naming it)."""
+    from inference.factory import EngineConfig, create_engine
+    from inference.models import smollm2_gguf_path
+
+    monkeypatch.setenv("ENGINE_MAX_BATCH", "4")
+    engine = create_engine(EngineConfig(engine="llamacpp", model=str(smollm2_gguf_path())))
+    assert engine.max_batch == 4 and engine.parallelism == 4 and engine.info.settings["batching"]
+    monkeypatch.setenv("ENGINE_MAX_BATCH", "1")
+    engine = create_engine(EngineConfig(engine="llamacpp", model=str(smollm2_gguf_path())))
+    assert engine.max_batch == 1 and not engine.info.settings["batching"]
+    monkeypatch.setenv("ENGINE_MAX_BATCH", "-2")
+    with pytest.raises(ValueError):
+        EngineConfig()

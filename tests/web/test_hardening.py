@@ -65,3 +65,20 @@ def test_the_audit_csv_export_escapes_formulae():
     dataset = AuditEventResource().export(AuditEvent.objects.all())
     csv_text = CSV().export_data(dataset)
     assert "=HYPERLINK" not in csv_text and 'HYPERLINK(""http://evil.example""' in csv_text
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_invalid_text_gives_its_engine_place_back_at_once(fake_engine, clinician):
+    """Admission reserves a place before the text is validated; a refused
+    text must not hold it (a burst of bad input would make the engine busy)."""
+    from tests.frames import frames_until, open_socket
+
+    fake_engine.max_queue = 1
+    communicator = await open_socket(clinician)
+    for _ in range(3):
+        await communicator.send_json_to({"type": "translate", "text": "pain\x00"})
+        frame = await communicator.receive_json_from()
+        assert frame["type"] == "error" and frame["code"] == "invalid"
+    await communicator.send_json_to({"type": "translate", "text": "Left knee pain."})
+    assert (await frames_until(communicator, "done", "error"))[-1]["type"] == "done"
+    await communicator.disconnect()
