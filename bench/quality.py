@@ -178,24 +178,35 @@ def crossfit_plan(rows: list[dict[str, str]], fold: str = "both") -> dict[str, t
 
 
 async def run_examples(rows: list[dict[str, str]], *, k: int, placement: str, fold: str, cache: Path,
-                       **options) -> tuple[list[dict], dict]:
+                       clusters: int = 0, per_cluster: int = 4, **options) -> tuple[list[dict], dict]:
     """Generate the cross-fitted retrieval outputs (see the module
-    docstring); ``options`` go to :func:`run_system`."""
+    docstring); ``options`` go to :func:`run_system`. With ``clusters``,
+    each half's pool is clustered (k-means on TF-IDF) and a sentence gets
+    its cluster's ``per_cluster`` fixed examples as turns after the system
+    message (a prefix shared by the cluster) plus ``k`` retrieved ones."""
     from inference.examples import FOLD_SEED, ExamplePool
     from inference.prompts import EXAMPLES_PROMPT_VERSION, build_messages
 
     plan = crossfit_plan(rows, fold)
     pool = ExamplePool.load()
     pools = {name: pool.subset(ids) for name, ids in {p[0]: p[1] for p in plan.values()}.items()}
+    routers = {name: sub.clusters(clusters, per_cluster) for name, sub in pools.items()} if clusters else {}
 
     def messages_for(key: str, text: str):
         name, _ = plan[key.removeprefix("laymaker-")]
-        examples = pools[name].retrieve(text, k)
-        return (build_messages(text, examples=examples, placement=placement),
-                {"fold": name, "example_ids": [e.id for e in examples]})
+        extra, fixed = {"fold": name}, []
+        if clusters:
+            extra["cluster"], fixed = routers[name].route(text)
+            extra["prefix_ids"] = [e.id for e in fixed]
+        shown = {e.id for e in fixed}
+        examples = [e for e in pools[name].retrieve(text, k + len(fixed)) if e.id not in shown][:k]
+        extra["example_ids"] = [e.id for e in examples] + extra.get("prefix_ids", [])
+        return build_messages(text, examples=examples, placement=placement, prefix_examples=fixed), extra
 
     inputs = [(f"laymaker-{r['ID']}", r["ORIGINAL"]) for r in rows if r["ID"] in plan]
     variant = {"prompt_version": EXAMPLES_PROMPT_VERSION, "k": k, "placement": placement, "fold_seed": FOLD_SEED}
+    if clusters:
+        variant.update(clusters=clusters, per_cluster=per_cluster)
     return await run_system(inputs, cache=cache, messages_for=messages_for, variant=variant, **options)
 
 
@@ -287,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--placement", default=None, help="turns or inline (default: the product's)")
     parser.add_argument("--fold", choices=("A", "B", "both"), default="both",
                         help="score only this cross-fit half with the retrieval method (tuning)")
+    parser.add_argument("--clusters", type=int, default=0,
+                        help="k-means clusters of the pool, each with fixed examples in a cached prefix (0 = off)")
+    parser.add_argument("--per-cluster", type=int, default=4, help="fixed examples per cluster")
     parser.add_argument("--timing", action="store_true",
                         help="regenerate today's laymaker rows cached without TTFT / prompt tokens")
     args = parser.parse_args(argv)
@@ -322,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     if "examples" in methods:
         retrieved, retrieved_facts = asyncio.run(run_examples(
             rows, k=k, placement=placement, fold=args.fold, cache=Path(f"{out}-examples-outputs.jsonl"),
-            **options))
+            clusters=args.clusters, per_cluster=args.per_cluster, **options))
         if "today" not in methods:
             facts = dict(retrieved_facts, generation_s=facts["generation_s"])
     expected = len(inputs) if "today" in methods else 0
@@ -342,6 +356,9 @@ def main(argv: list[str] | None = None) -> int:
     system_name = f"this system ({Path(facts.get('model') or args.engine).name})"
     if "today" not in methods:
         system_name = f"retrieved examples, k={k}, {placement} (fold {args.fold})"
+        if args.clusters:
+            system_name = (f"{args.clusters} clusters x {args.per_cluster} fixed examples + k={k} retrieved, "
+                           f"{placement} (fold {args.fold})")
     laymaker = [score(system_name, sources, [g["output"] for g in ours], references,
                       confidences=[g["confidence"] for g in ours], changed=changed)]
     laymaker += [score(column, sources, [r[column] for r in rows], references, changed=changed) for column in columns]

@@ -138,6 +138,42 @@ class ExamplePool:
         return picked
 
 
+    def clusters(self, n_clusters: int, per_cluster: int = 4, seed: int = FOLD_SEED) -> ClusterRouter:
+        """k-means (scikit-learn ``KMeans``, ``n_init=10``) over the pool's
+        TF-IDF rows; see :class:`ClusterRouter`."""
+        return ClusterRouter(self, n_clusters, per_cluster, seed)
+
+
+class ClusterRouter:
+    """Routes a sentence to the nearest of ``n_clusters`` k-means clusters
+    of a pool and gives that cluster's fixed examples: the ``per_cluster``
+    members nearest its centroid, most central first. Those are identical
+    for every sentence of the cluster, so they can sit in a cached prompt
+    prefix (one per cluster; the llama.cpp engine keeps 8 prefix snapshots).
+    """
+
+    def __init__(self, pool: ExamplePool, n_clusters: int, per_cluster: int, seed: int) -> None:
+        import numpy as np
+        from sklearn.cluster import KMeans
+
+        self.pool = pool
+        self._kmeans = KMeans(n_clusters=n_clusters, n_init=10, random_state=seed).fit(pool._matrix)
+        distances = self._kmeans.transform(pool._matrix)  # (rows, clusters), Euclidean
+        labels = self._kmeans.labels_
+        self.fixed: list[list[Example]] = []
+        for c in range(n_clusters):
+            members = [i for i in np.argsort(distances[:, c]) if labels[i] == c][:per_cluster]
+            self.fixed.append([pool.examples[i] for i in members])
+
+    def route(self, text: str) -> tuple[int, list[Example]]:
+        """``(cluster index, its fixed examples)`` for ``text``. A fixed
+        example equal to ``text`` (normalised) is left out, so the query is
+        never its own example (that cluster's prefix then differs)."""
+        query = normalise(text)
+        cluster = int(self._kmeans.predict(self.pool._vectorizer.transform([query]))[0])
+        return cluster, [e for e in self.fixed[cluster] if normalise(e.original) != query]
+
+
 @functools.cache
 def default_pool() -> ExamplePool:
     """The shipped pool (all 175 changed laymaker-dev rows), loaded once

@@ -87,27 +87,35 @@ def prompt_version(examples: Sequence | None = None) -> str:
     return PROMPT_VERSION if examples is None else EXAMPLES_PROMPT_VERSION
 
 
-def _examples_messages(text: str, system: str, examples: Sequence, placement: str) -> list[dict[str, str]]:
-    """System first, then the examples (least similar first, so the most
-    similar sits next to the sentence), then the sentence."""
+def _examples_messages(text: str, system: str, examples: Sequence, placement: str,
+                       prefix_examples: Sequence = ()) -> list[dict[str, str]]:
+    """System first, then the fixed ``prefix_examples`` as turns, then the
+    examples (least similar first, so the most similar sits next to the
+    sentence), then the sentence."""
     ordered = list(examples)[::-1]
+    fixed = []
+    for example in prefix_examples:
+        fixed += [{"role": "user", "content": example.original.strip()},
+                  {"role": "assistant", "content": example.reference.strip()}]
+    head = [{"role": "system", "content": system}, *fixed]
     if placement == "turns":
         turns = []
         for example in ordered:
             turns += [{"role": "user", "content": example.original.strip()},
                       {"role": "assistant", "content": example.reference.strip()}]
-        return [{"role": "system", "content": system}, *turns, {"role": "user", "content": text}]
+        return [*head, *turns, {"role": "user", "content": text}]
     if placement == "inline":
+        if not ordered:
+            return [*head, {"role": "user", "content": text}]
         shown = "\n\n".join(f"Note: {e.original.strip()}\nRewritten: {e.reference.strip()}" for e in ordered)
-        return [{"role": "system", "content": system},
-                {"role": "user", "content": "How clinicians rewrote similar sentences:\n\n" + shown +
-                 f"\n\nRewrite this sentence the same way.\nNote: {text}"}]
+        return [*head, {"role": "user", "content": "How clinicians rewrote similar sentences:\n\n" + shown +
+                        f"\n\nRewrite this sentence the same way.\nNote: {text}"}]
     raise KeyError(placement)
 
 
 def build_messages(diagnosis_text: str, *, reading_level: int = DEFAULT_READING_LEVEL,
                    language: str = DEFAULT_LANGUAGE, examples: Sequence | None = None,
-                   placement: str = EXAMPLES_PLACEMENT) -> list[dict[str, str]]:
+                   placement: str = EXAMPLES_PLACEMENT, prefix_examples: Sequence = ()) -> list[dict[str, str]]:
     """Chat messages for one translation.
 
     Args:
@@ -125,6 +133,12 @@ def build_messages(diagnosis_text: str, *, reading_level: int = DEFAULT_READING_
             example; a sequence (even empty) renders
             ``EXAMPLES_PROMPT_VERSION``.
         placement: with ``examples``, a key of :data:`PLACEMENTS`.
+        prefix_examples: with ``examples``, fixed examples shown as turns
+            right after the system message (one set per cluster,
+            :meth:`inference.examples.ClusterRouter.route`), so the prefix
+            up to them is shared by every sentence of the cluster; pair
+            with ``placement="inline"`` to keep the per-sentence examples
+            out of that prefix.
 
     Returns:
         ``{"role", "content"}`` dicts, the system message first. Without
@@ -142,7 +156,7 @@ def build_messages(diagnosis_text: str, *, reading_level: int = DEFAULT_READING_
         system = EXAMPLES_SYSTEM_PROMPT.format(reading_level=READING_LEVELS[reading_level])
         if language != "en":
             system += (f"\nThe examples are in English; write your answer in {LANGUAGES[language]}.")
-        return _examples_messages(diagnosis_text.strip(), system, examples, placement)
+        return _examples_messages(diagnosis_text.strip(), system, examples, placement, prefix_examples)
     system = SYSTEM_PROMPT.format(reading_level=READING_LEVELS[reading_level])
     if language != "en":
         system += f"\nWrite your answer in {LANGUAGES[language]}."

@@ -105,3 +105,15 @@ def test_a_clinical_note_with_headings_splits_into_its_sentences():
 def test_one_sentence_and_blank_text():
     assert split_sentences("  There is 1+ pretibial edema .  ") == ["There is 1+ pretibial edema ."]
     assert split_sentences(" \n\n ") == []
+
+
+def test_clusters_give_every_sentence_of_a_cluster_the_same_fixed_examples():
+    pool = default_pool()
+    router = pool.clusters(4, per_cluster=3)
+    assert len(router.fixed) == 4 and all(len(f) == 3 for f in router.fixed)
+    routed = {}
+    for e in pool.examples[:30]:
+        cluster, fixed = router.route(e.original)
+        assert all(normalise(f.original) != normalise(e.original) for f in fixed)
+        if len(fixed) == 3:
+            assert routed.setdefault(cluster, fixed) == fixed

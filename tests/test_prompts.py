@@ -79,3 +79,12 @@ def test_without_examples_the_old_prompt_and_version_stand():
     assert build_messages("x") == build_messages("x", examples=None)
     assert prompt_version() == PROMPT_VERSION == "2026-11-22.3"
     assert prompt_version(SHOWN) == prompt_version([]) == EXAMPLES_PROMPT_VERSION != PROMPT_VERSION
+
+
+def test_cluster_examples_sit_after_the_system_message_and_before_the_retrieved_ones():
+    fixed = [Example("5", "PREOPERATIVE DIAGNOSIS : Adenocarcinoma .", "diagnosis before surgery is cancer")]
+    one = build_messages("Left knee effusion.", examples=SHOWN, placement="inline", prefix_examples=fixed)
+    other = build_messages("Mild cardiomegaly.", examples=SHOWN[1:], placement="inline", prefix_examples=fixed)
+    assert one[:3] == other[:3]  # system + the cluster's turns: one cacheable prefix per cluster
+    assert [m["role"] for m in one] == ["system", "user", "assistant", "user"]
+    assert "pretibial" in one[-1]["content"] and "pretibial" not in other[-1]["content"]
