@@ -245,6 +245,31 @@ def split_sentences(text: str) -> list[str]:
     return sentences
 
 
+def messages_per_sentence(text: str, *, reading_level: int | None = None, language: str | None = None,
+                          k: int = DEFAULT_K, pool: ExamplePool | None = None) -> list[tuple[str, list[dict[str, str]]]]:
+    """The retrieval prompt (``EXAMPLES_PROMPT_VERSION``) for each sentence
+    of ``text``, in order: what a caller generates one after another and
+    streams in order.
+
+    Args:
+        text: the clinician's text (one or more sentences).
+        reading_level, language: as for :func:`inference.prompts.build_messages`
+            (``None``: its defaults).
+        k: retrieved examples per sentence.
+        pool: the example pool (default: the shipped one).
+
+    Returns:
+        ``[(sentence, messages)]``; empty for blank text.
+    """
+    from inference.prompts import build_messages
+
+    pool = pool or default_pool()
+    options = {key: value for key, value in (("reading_level", reading_level), ("language", language))
+               if value is not None}
+    return [(sentence, build_messages(sentence, examples=pool.retrieve(sentence, k), **options))
+            for sentence in split_sentences(text)]
+
+
 # --- building the shipped pool ---------------------------------------------
 
 def build_pool(source: Path | str = DEFAULT_SOURCE, dest: Path | str = POOL_PATH) -> int:

@@ -117,3 +117,16 @@ def test_clusters_give_every_sentence_of_a_cluster_the_same_fixed_examples():
         assert all(normalise(f.original) != normalise(e.original) for f in fixed)
         if len(fixed) == 3:
             assert routed.setdefault(cluster, fixed) == fixed
+
+
+def test_messages_per_sentence_retrieve_for_each_sentence_of_a_note():
+    from inference.prompts import EXAMPLES_SYSTEM_PROMPT
+
+    plan = examples.messages_per_sentence("ABDOMEN : Soft, nontender. There is 1+ pretibial edema .",
+                                          reading_level=8, language="es", k=2)
+    assert [sentence for sentence, _ in plan] == ["ABDOMEN : Soft, nontender.", "There is 1+ pretibial edema ."]
+    (_, first), (_, second) = plan
+    assert first[0] == second[0] and first[0]["content"].startswith(EXAMPLES_SYSTEM_PROMPT.splitlines()[0])
+    assert "US grade 8" in first[0]["content"] and first[0]["content"].endswith("in Spanish.")
+    assert len(first) == len(second) == 1 + 2 * 2 + 1
+    assert second[-1]["content"] == "There is 1+ pretibial edema ." != second[-3]["content"]
