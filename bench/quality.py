@@ -436,7 +436,8 @@ def _crossfit_table(results: list[dict]) -> list[str]:
         lines.append(" | ".join([
             f"| {r['system']}", str(r["n"]), cell(r, "sari", "{:.1f}"), cell(r, "sari_changed", "{:.1f}"),
             cell(r, "fkgl", "{:.1f}"), cell(r, "safety_pass_pct", "{:.1f} %"),
-            f"{cell(r, 'ttft_p50', '{:.0f}')} / {cell(r, 'ttft_p95', '{:.0f}')}",
+            f"{cell(r, 'ttft_p50', '{:.0f}')} / {cell(r, 'ttft_p95', '{:.0f}')}"
+            + (f" (of {r['timed_n']})" if 0 < r.get("timed_n", 0) < r["n"] else ""),
             f"{cell(r, 'e2e_p50', '{:.0f}')} / {cell(r, 'e2e_p95', '{:.0f}')}",
             cell(r, "prompt_tokens_mean", "{:.0f}")]) + " |")
     return lines
