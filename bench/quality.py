@@ -344,9 +344,10 @@ def main(argv: list[str] | None = None) -> int:
         print("some outputs belong to other shards; run again with --resume once they are done to write the report")
         return 0
     by_key = {g["key"]: g for g in generated}
-    if "today" not in methods:  # tuning: score the retrieval outputs of the chosen fold only
+    if "examples" in methods and args.fold != "both":  # score the chosen fold's rows only
         plan = crossfit_plan(rows, args.fold)
         rows = [r for r in rows if r["ID"] in plan]
+    if "today" not in methods:  # tuning: the retrieval outputs alone
         by_key = {g["key"]: g for g in retrieved}
 
     sources = [r["ORIGINAL"] for r in rows]
