@@ -324,8 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         pairs = []
     inputs = [(f"laymaker-{r['ID']}", r["ORIGINAL"]) for r in rows] + \
              [(f"cochrane-{i + 1}", s) for i, (s, _) in enumerate(pairs)]
-    options = dict(engine_name=args.engine, model=args.model, max_tokens=args.max_tokens, threads=args.threads,
-                   resume=args.resume or args.shard[1] > 1, shard=args.shard)
+    options = {"engine_name": args.engine, "model": args.model, "max_tokens": args.max_tokens,
+               "threads": args.threads, "resume": args.resume or args.shard[1] > 1, "shard": args.shard}
     started = time.perf_counter()
     generated, facts = [], {"engine": args.engine}
     if "today" in methods:

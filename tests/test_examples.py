@@ -9,7 +9,14 @@ import csv
 import pytest
 
 from inference import examples
-from inference.examples import Example, ExamplePool, crossfit_folds, default_pool, normalise, split_sentences
+from inference.examples import (
+    Example,
+    ExamplePool,
+    crossfit_folds,
+    default_pool,
+    normalise,
+    split_sentences,
+)
 from tests.data import SHARED_DATA
 
 

@@ -30,8 +30,8 @@ def test_unknown_options_raise(options):
 
 
 # --- retrieved examples (EXAMPLES_PROMPT_VERSION) ---------------------------
-from inference.examples import Example  # noqa: E402
-from inference.prompts import (  # noqa: E402
+from inference.examples import Example
+from inference.prompts import (
     EXAMPLES_PROMPT_VERSION,
     PLACEMENTS,
     PROMPT_VERSION,
