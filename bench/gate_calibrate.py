@@ -20,19 +20,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SPLIT_SEED = 20261125
 
 
-def halves(ids: list[str], *, seed: int = SPLIT_SEED) -> tuple[set[str], set[str]]:
-    """Laymaker IDs split once, by ``seed``, into two disjoint halves."""
-    shuffled = sorted(ids)
-    random.Random(seed).shuffle(shuffled)
-    middle = len(shuffled) // 2
-    return set(shuffled[:middle]), set(shuffled[middle:])
+def halves(ids: list[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """Laymaker IDs in the project's one cross-fitting split
+    (:func:`inference.examples.crossfit_folds`, fixed seed)."""
+    from inference.examples import crossfit_folds
+
+    return crossfit_folds(ids)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="an output cache of python -m bench quality")
     parser.add_argument("--max-rerun-rate", type=float, default=0.30)
     parser.add_argument("--write", action="store_true", help="ship the threshold in gate_calibration.json")
-    parser.add_argument("--report", default="docs/quality/gate-calibration.md")
+    parser.add_argument("--report", default="docs/quality/gate-calibration-{prompt}.md")
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clinical.settings")
     import django
@@ -66,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         measured = quality.output_quality(input_text=sources[i], output_text=outputs[i]["output"], language="en")
         verdicts[i] = (outputs[i]["confidence"], measured.safety.passed is False or
                        measured.faithfulness.passed is False)
-    half_a, half_b = halves(ids)
+    half_a, half_b = halves(list(sources))  # the one split of all 250, whichever rows are here
     rows = [verdicts[i] for i in ids]
     chosen = gate.threshold_calibrate(rows, max_rerun_rate=args.max_rerun_rate)
     crossfit = {}
@@ -80,9 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         path = gate.CALIBRATION_FILE
         data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"models": {}}
-        data["models"][model] = entry
+        data["models"].setdefault(model, {})[prompt] = entry
         path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    Path(args.report).write_text(_render(model, prompt, design, chosen, crossfit, args), encoding="utf-8")
+    Path(args.report.format(prompt=prompt)).write_text(_render(model, prompt, design, chosen, crossfit, args), encoding="utf-8")
     print(json.dumps({"model": model, "design_0.85": design.as_dict(), "chosen": chosen.as_dict(),
                       "crossfit": crossfit}, indent=2))
     return 0

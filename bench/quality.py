@@ -26,6 +26,20 @@ that match its own.
     .venv/bin/python -m bench quality --cochrane -1 --shard 1/2     # one cache file
 
 writes ``<out>.md`` and ``<out>.json`` (default ``docs/quality/quality-report``).
+
+Retrieved examples, cross-fitted (issue 22; ``--methods`` picks today's
+prompt, the retrieval method or both, the default): laymaker-dev is split
+once into halves A and B (:func:`inference.examples.crossfit_folds`, seed
+``FOLD_SEED``); each row of A is generated with examples retrieved from the
+changed rows of B (:class:`inference.examples.ExamplePool`) and vice versa,
+so no row is scored with a pool it is in. Those outputs are cached in
+``<out>-examples-outputs.jsonl`` with the same provenance plus the variant
+(``k``, placement), the fold and the example IDs used. Every new row
+records its TTFT (ms, request sent to first text), E2E (ms) and prompt
+tokens; ``--timing`` regenerates today's laymaker rows cached without them.
+
+    .venv/bin/python -m bench quality --resume --methods examples --fold A --cochrane 0 \
+        --k 4 --placement inline --out docs/quality/tuning/k4-inline   # a tuning run on fold A
 """
 
 from __future__ import annotations
@@ -64,16 +78,30 @@ def cochrane_pairs() -> list[tuple[str, str]]:
 
 async def run_system(inputs: list[tuple[str, str]], *, engine_name: str, model: str, max_tokens: int,
                      cache: Path, resume: bool, threads: int = 0,
-                     shard: tuple[int, int] = (0, 1)) -> tuple[list[dict], dict]:
+                     shard: tuple[int, int] = (0, 1), messages_for=None, variant: dict | None = None,
+                     need_timing: bool = False) -> tuple[list[dict], dict]:
     """Generate an output for each ``(key, text)``; cached rows are reused
     with ``resume``. With ``shard=(k, n)`` only inputs at positions ``i``
     with ``i % n == k`` are generated (several processes sharing one cache
     file, each appending whole lines). Returns ``(rows that exist, engine
-    facts)``: shorter than ``inputs`` when another shard's rows are missing."""
-    from inference.base import GenerationParams, generate_text
+    facts)``: shorter than ``inputs`` when another shard's rows are missing.
+
+    ``messages_for(key, text) -> (messages, extra fields)`` builds each
+    request (default: today's ``build_messages(text)``, no extra fields) and
+    ``variant`` (with its ``prompt_version``) joins the provenance. Each
+    generated row records ``ttft_ms`` (request sent to the first non-empty
+    text), ``ms`` (E2E) and ``prompt_tokens``; with ``need_timing`` cached
+    rows without ``ttft_ms`` are generated again."""
+    from inference.base import GenerationParams
     from inference.confidence import sequence_confidence
     from inference.factory import EngineConfig, create_engine
     from inference.prompts import PROMPT_VERSION, build_messages
+
+    variant = dict(variant or {})
+    prompt_version = variant.pop("prompt_version", PROMPT_VERSION)
+    if messages_for is None:
+        def messages_for(key, text):
+            return build_messages(text), {}
 
     facts: dict = {"engine": engine_name}
     if engine_name == "llamacpp":  # what create_engine will load (also when every row is cached)
@@ -82,19 +110,22 @@ async def run_system(inputs: list[tuple[str, str]], *, engine_name: str, model: 
         facts.update(model=model or str(models.default_gguf_path()),
                      precision="q4_k_m" if not model else "")
     # What made an output: a cached row is reused only if all of it matches.
-    provenance = {"prompt_version": PROMPT_VERSION, "engine": engine_name,
-                  "model": Path(facts.get("model") or model or engine_name).name, "max_tokens": max_tokens}
+    provenance = {"prompt_version": prompt_version, "engine": engine_name,
+                  "model": Path(facts.get("model") or model or engine_name).name, "max_tokens": max_tokens,
+                  **variant}
     done: dict[str, dict] = {}
     stale = 0
     if resume and cache.exists():
         for line in cache.read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
             if all(row.get(field) == value for field, value in provenance.items()):
+                if need_timing and "ttft_ms" not in row and row["key"].startswith("laymaker-"):
+                    continue
                 done[row["key"]] = row
             else:
                 stale += 1
     todo = [(k, t) for i, (k, t) in enumerate(inputs) if k not in done and i % shard[1] == shard[0]]
-    facts.update(cached_rows=len(inputs) - len(todo), stale_rows_ignored=stale, prompt_version=PROMPT_VERSION)
+    facts.update(cached_rows=len(inputs) - len(todo), stale_rows_ignored=stale, prompt_version=prompt_version)
     if stale:
         print(f"{stale} cached outputs ignored: made with another prompt, engine, model or token limit "
               f"than {provenance}", flush=True)
@@ -107,17 +138,89 @@ async def run_system(inputs: list[tuple[str, str]], *, engine_name: str, model: 
         cache.parent.mkdir(parents=True, exist_ok=True)
         with open(cache, "a", encoding="utf-8") as out:
             for index, (key, text) in enumerate(todo):
+                messages, extra = messages_for(key, text)
+                pieces, logprobs, first_ms, prompt_tokens = [], [], None, None
                 t0 = time.perf_counter()
-                output, logprobs = await generate_text(engine, f"quality-{key}", build_messages(text),
-                                                       GenerationParams(max_tokens=max_tokens))
+                async for delta in engine.generate(f"quality-{key}", messages, GenerationParams(max_tokens=max_tokens)):
+                    if delta.prompt_tokens is not None:
+                        prompt_tokens = delta.prompt_tokens
+                    if delta.text and first_ms is None:
+                        first_ms = round((time.perf_counter() - t0) * 1000, 1)
+                    pieces.append(delta.text)
+                    logprobs.extend(delta.token_logprobs)
+                output = "".join(pieces)
                 row = {"key": key, "output": output.strip(), "confidence": sequence_confidence(logprobs),
-                       "tokens": len(logprobs), "ms": round((time.perf_counter() - t0) * 1000, 1), **provenance}
+                       "tokens": len(logprobs), "ms": round((time.perf_counter() - t0) * 1000, 1),
+                       "ttft_ms": first_ms, "prompt_tokens": prompt_tokens, **extra, **provenance}
                 done[key] = row
                 out.write(json.dumps(row) + "\n")
                 out.flush()
                 print(f"[{index + 1}/{len(todo)}] {key} {row['tokens']} tokens {row['ms']:.0f} ms", flush=True)
         await engine.shutdown()
     return [done[k] for k, _ in inputs if k in done], facts
+
+
+def crossfit_plan(rows: list[dict[str, str]], fold: str = "both") -> dict[str, tuple[str, frozenset[str]]]:
+    """``{ID: (fold name, pool IDs)}`` for the rows to score with retrieved
+    examples: the split is made once over *all* laymaker-dev IDs (so
+    ``--limit`` does not move it); a row of A gets the pool B and vice
+    versa; ``fold`` ``"A"`` or ``"B"`` keeps that half's rows only."""
+    from inference.examples import crossfit_folds
+
+    all_rows, _ = laymaker_rows()
+    half_a, half_b = crossfit_folds(r["ID"] for r in all_rows)
+    plan = {}
+    for row in rows:
+        name, pool = ("A", half_b) if row["ID"] in half_a else ("B", half_a)
+        if fold in ("both", name):
+            plan[row["ID"]] = (name, pool)
+    return plan
+
+
+async def run_examples(rows: list[dict[str, str]], *, k: int, placement: str, fold: str, cache: Path,
+                       clusters: int = 0, per_cluster: int = 4, **options) -> tuple[list[dict], dict]:
+    """Generate the cross-fitted retrieval outputs (see the module
+    docstring); ``options`` go to :func:`run_system`. With ``clusters``,
+    each half's pool is clustered (k-means on TF-IDF) and a sentence gets
+    its cluster's ``per_cluster`` fixed examples as turns after the system
+    message (a prefix shared by the cluster) plus ``k`` retrieved ones."""
+    from inference.examples import FOLD_SEED, ExamplePool
+    from inference.prompts import EXAMPLES_PROMPT_VERSION, build_messages
+
+    plan = crossfit_plan(rows, fold)
+    pool = ExamplePool.load()
+    pools = {name: pool.subset(ids) for name, ids in {p[0]: p[1] for p in plan.values()}.items()}
+    routers = {name: sub.clusters(clusters, per_cluster) for name, sub in pools.items()} if clusters else {}
+
+    def messages_for(key: str, text: str):
+        name, _ = plan[key.removeprefix("laymaker-")]
+        extra, fixed = {"fold": name}, []
+        if clusters:
+            extra["cluster"], fixed = routers[name].route(text)
+            extra["prefix_ids"] = [e.id for e in fixed]
+        shown = {e.id for e in fixed}
+        examples = [e for e in pools[name].retrieve(text, k + len(fixed)) if e.id not in shown][:k]
+        extra["example_ids"] = [e.id for e in examples] + extra.get("prefix_ids", [])
+        return build_messages(text, examples=examples, placement=placement, prefix_examples=fixed), extra
+
+    inputs = [(f"laymaker-{r['ID']}", r["ORIGINAL"]) for r in rows if r["ID"] in plan]
+    variant = {"prompt_version": EXAMPLES_PROMPT_VERSION, "k": k, "placement": placement, "fold_seed": FOLD_SEED}
+    if clusters:
+        variant.update(clusters=clusters, per_cluster=per_cluster)
+    return await run_system(inputs, cache=cache, messages_for=messages_for, variant=variant, **options)
+
+
+def timing(rows: list[dict]) -> dict:
+    """TTFT and E2E P50/P95 (ms) and prompt tokens (mean, P95) of generated
+    rows that recorded them; ``None`` where none did."""
+    from bench.stats import percentiles
+
+    timed = [r for r in rows if r.get("ttft_ms") is not None]
+    ttft, e2e = percentiles([r["ttft_ms"] for r in timed]), percentiles([r["ms"] for r in timed])
+    tokens = percentiles([r["prompt_tokens"] for r in timed if r.get("prompt_tokens") is not None])
+    return {"timed_n": len(timed), "ttft_p50": ttft["p50"], "ttft_p95": ttft["p95"],
+            "e2e_p50": e2e["p50"], "e2e_p95": e2e["p95"],
+            "prompt_tokens_mean": tokens["mean"], "prompt_tokens_p95": tokens["p95"]}
 
 
 def _shard(value: str) -> tuple[int, int]:
@@ -190,7 +293,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shard", type=_shard, default=(0, 1), metavar="K/N",
                         help="generate only every N-th input from the K-th (parallel processes on one "
                              "cache; implies --resume); score when every row exists")
+    parser.add_argument("--methods", default="today,examples",
+                        help="comma-separated: today (the product's prompt), examples (retrieved, cross-fitted)")
+    parser.add_argument("--k", type=int, default=None, help="examples per sentence (default: the product's)")
+    parser.add_argument("--placement", default=None, help="turns or inline (default: the product's)")
+    parser.add_argument("--fold", choices=("A", "B", "both"), default="both",
+                        help="score only this cross-fit half with the retrieval method (tuning)")
+    parser.add_argument("--clusters", type=int, default=0,
+                        help="k-means clusters of the pool, each with fixed examples in a cached prefix (0 = off)")
+    parser.add_argument("--per-cluster", type=int, default=4, help="fixed examples per cluster")
+    parser.add_argument("--timing", action="store_true",
+                        help="regenerate today's laymaker rows cached without TTFT / prompt tokens")
     args = parser.parse_args(argv)
+    methods = {m.strip() for m in args.methods.split(",") if m.strip()}
+    if not methods or methods - {"today", "examples"}:
+        parser.error("--methods takes today, examples or both")
+    from inference.examples import DEFAULT_K
+    from inference.prompts import EXAMPLES_PLACEMENT
+
+    k = DEFAULT_K if args.k is None else args.k
+    placement = args.placement or EXAMPLES_PLACEMENT
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clinical.settings")
 
     rows, columns = laymaker_rows()
@@ -199,25 +321,46 @@ def main(argv: list[str] | None = None) -> int:
     pairs = cochrane_pairs()
     pairs = pairs if args.cochrane < 0 else pairs[: args.cochrane]
     out = Path(args.out)
+    if "today" not in methods:
+        pairs = []
     inputs = [(f"laymaker-{r['ID']}", r["ORIGINAL"]) for r in rows] + \
              [(f"cochrane-{i + 1}", s) for i, (s, _) in enumerate(pairs)]
+    options = {"engine_name": args.engine, "model": args.model, "max_tokens": args.max_tokens,
+               "threads": args.threads, "resume": args.resume or args.shard[1] > 1, "shard": args.shard}
     started = time.perf_counter()
-    generated, facts = asyncio.run(run_system(inputs, engine_name=args.engine, model=args.model,
-                                              max_tokens=args.max_tokens, threads=args.threads,
-                                              cache=Path(f"{out}-outputs.jsonl"),
-                                              resume=args.resume or args.shard[1] > 1, shard=args.shard))
+    generated, facts = [], {"engine": args.engine}
+    if "today" in methods:
+        generated, facts = asyncio.run(run_system(inputs, cache=Path(f"{out}-outputs.jsonl"),
+                                                  need_timing=args.timing, **options))
     facts["generation_s"] = round(time.perf_counter() - started, 1)
-    if len(generated) < len(inputs):
-        print(f"{len(inputs) - len(generated)} outputs belong to other shards; run again with --resume "
-              "once they are done to write the report")
+    retrieved, retrieved_facts = [], {}
+    if "examples" in methods:
+        retrieved, retrieved_facts = asyncio.run(run_examples(
+            rows, k=k, placement=placement, fold=args.fold, cache=Path(f"{out}-examples-outputs.jsonl"),
+            clusters=args.clusters, per_cluster=args.per_cluster, **options))
+        if "today" not in methods:
+            facts = dict(retrieved_facts, generation_s=facts["generation_s"])
+    expected = len(inputs) if "today" in methods else 0
+    if len(generated) < expected or len(retrieved) < len(crossfit_plan(rows, args.fold)) * ("examples" in methods):
+        print("some outputs belong to other shards; run again with --resume once they are done to write the report")
         return 0
     by_key = {g["key"]: g for g in generated}
+    if "examples" in methods and args.fold != "both":  # score the chosen fold's rows only
+        plan = crossfit_plan(rows, args.fold)
+        rows = [r for r in rows if r["ID"] in plan]
+    if "today" not in methods:  # tuning: the retrieval outputs alone
+        by_key = {g["key"]: g for g in retrieved}
 
     sources = [r["ORIGINAL"] for r in rows]
     references = [r["REFERENCE"] for r in rows]
     changed = [not _same(r["ORIGINAL"], r["REFERENCE"]) for r in rows]
     ours = [by_key[f"laymaker-{r['ID']}"] for r in rows]
     system_name = f"this system ({Path(facts.get('model') or args.engine).name})"
+    if "today" not in methods:
+        system_name = f"retrieved examples, k={k}, {placement} (fold {args.fold})"
+        if args.clusters:
+            system_name = (f"{args.clusters} clusters x {args.per_cluster} fixed examples + k={k} retrieved, "
+                           f"{placement} (fold {args.fold})")
     laymaker = [score(system_name, sources, [g["output"] for g in ours], references,
                       confidences=[g["confidence"] for g in ours], changed=changed)]
     laymaker += [score(column, sources, [r[column] for r in rows], references, changed=changed) for column in columns]
@@ -232,6 +375,10 @@ def main(argv: list[str] | None = None) -> int:
                           confidences=[g["confidence"] for g in ours_c]),
                     score("plain-language summary (reference)", c_sources, c_targets, c_targets),
                     score("identity (input copied)", c_sources, c_sources, c_targets)]
+    crossfit = _crossfit_section(rows, sources, references, changed, ours, retrieved, k=k, placement=placement) \
+        if ("today" in methods and "examples" in methods) else None
+    if "today" not in methods:
+        crossfit = {"rows": [], "timing": {"retrieved": timing(ours)}}
     ms = [g["ms"] for g in generated if "ms" in g]
     cochrane_ms = [by_key[f"cochrane-{i + 1}"].get("ms", 0) for i in range(len(pairs))]
     report = {
@@ -241,7 +388,8 @@ def main(argv: list[str] | None = None) -> int:
         "cochrane_ms_median": round(statistics.median(cochrane_ms), 1) if cochrane_ms else None, "engine": facts,
         "generation_ms_median": round(statistics.median(ms), 1) if ms else None,
         "generation_s_sum": round(sum(ms) / 1000, 1),
-        "laymaker": laymaker, "cochrane": cochrane,
+        "laymaker": laymaker, "cochrane": cochrane, "crossfit": crossfit,
+        "methods": sorted(methods), "fold": args.fold,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
@@ -249,6 +397,81 @@ def main(argv: list[str] | None = None) -> int:
     out.with_suffix(".md").write_text(markdown, encoding="utf-8")
     print(markdown)
     return 0
+
+
+def _crossfit_section(rows, sources, references, changed, ours, retrieved, *, k: int, placement: str) -> dict:
+    """Today's prompt and the retrieval method on the same rows: all, then
+    each cross-fit half (fold A was scored with pool B and vice versa)."""
+    from inference.prompts import EXAMPLES_PROMPT_VERSION, PROMPT_VERSION
+
+    by_key = {g["key"]: g for g in retrieved}
+    mine = [by_key[f"laymaker-{r['ID']}"] for r in rows]
+    names = (f"today's prompt ({PROMPT_VERSION})",
+             f"retrieved examples, k={k}, {placement} ({EXAMPLES_PROMPT_VERSION})")
+    results, timings = [], {}
+    for label, picked in [("all", range(len(rows)))] + [
+            (f"fold {f}", [i for i, g in enumerate(mine) if g.get("fold") == f]) for f in ("A", "B")]:
+        picked = list(picked)
+        if not picked:
+            continue
+        for name, outs in zip(names, (ours, mine)):
+            result = score(f"{name}, {label}", [sources[i] for i in picked], [outs[i]["output"] for i in picked],
+                           [references[i] for i in picked], confidences=[outs[i]["confidence"] for i in picked],
+                           changed=[changed[i] for i in picked])
+            result.update(timing([outs[i] for i in picked]))
+            results.append(result)
+    timings = {"today": timing(ours), "retrieved": timing(mine)}
+    overlap = sum(r["ID"] in by_key[f"laymaker-{r['ID']}"].get("example_ids", []) for r in rows)
+    from inference.examples import FOLD_SEED
+
+    return {"rows": results, "timing": timings, "k": k, "placement": placement, "self_examples": overlap,
+            "fold_seed": FOLD_SEED}
+
+
+def _crossfit_table(results: list[dict]) -> list[str]:
+    def cell(r: dict, key: str, fmt: str) -> str:
+        return fmt.format(r[key]) if r.get(key) is not None else "–"
+
+    lines = ["| method, rows | n | SARI | SARI (changed) | FKGL out | safety pass | TTFT P50 / P95 (ms) | "
+             "E2E P50 / P95 (ms) | prompt tokens (mean) |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(" | ".join([
+            f"| {r['system']}", str(r["n"]), cell(r, "sari", "{:.1f}"), cell(r, "sari_changed", "{:.1f}"),
+            cell(r, "fkgl", "{:.1f}"), cell(r, "safety_pass_pct", "{:.1f} %"),
+            f"{cell(r, 'ttft_p50', '{:.0f}')} / {cell(r, 'ttft_p95', '{:.0f}')}"
+            + (f" (of {r['timed_n']})" if 0 < r.get("timed_n", 0) < r["n"] else ""),
+            f"{cell(r, 'e2e_p50', '{:.0f}')} / {cell(r, 'e2e_p95', '{:.0f}')}",
+            cell(r, "prompt_tokens_mean", "{:.0f}")]) + " |")
+    return lines
+
+
+def _crossfit_lines(report: dict) -> list[str]:
+    section = report.get("crossfit")
+    if not section:
+        return []
+    if not section["rows"]:  # a tuning run: the retrieval method alone
+        t = section["timing"]["retrieved"]
+        return ["", f"Timing of the {t['timed_n']} generated rows: TTFT P50 {t['ttft_p50']} ms, P95 "
+                    f"{t['ttft_p95']} ms; E2E P50 {t['e2e_p50']} ms, P95 {t['e2e_p95']} ms; prompt tokens mean "
+                    f"{t['prompt_tokens_mean']}."]
+    today, retrieved = section["timing"]["today"], section["timing"]["retrieved"]
+    added = (retrieved["prompt_tokens_mean"] - today["prompt_tokens_mean"]
+             if retrieved["prompt_tokens_mean"] is not None and today["prompt_tokens_mean"] is not None else None)
+    return [
+        "", "## Retrieved examples, cross-fitted (laymaker-dev)", "",
+        "Split once (`inference.examples.crossfit_folds`, seed "
+        f"{section['fold_seed']}) into halves A and B over all 250 IDs; each row of A got its "
+        f"k={section['k']} examples ({section['placement']}) from the changed rows of B and vice versa, so no row "
+        f"was scored with a pool it is in (rows whose own ID was among their examples: {section['self_examples']}). "
+        "Same engine, model, greedy decoding and token limit as above; one request at a time, the "
+        "system prompt's KV cache reused between requests (as in the product). TTFT: request sent to "
+        "first text; E2E: to the last token; per sentence.", "",
+        *_crossfit_table(section["rows"]), "",
+        f"Prefill added per request: {added:+.0f} prompt tokens on average (today's {today['prompt_tokens_mean']}, "
+        f"retrieval {retrieved['prompt_tokens_mean']}); TTFT P50 {today['ttft_p50']} → {retrieved['ttft_p50']} ms, "
+        f"P95 {today['ttft_p95']} → {retrieved['ttft_p95']} ms." if added is not None else
+        "Today's cached rows carry no timing; run with `--timing` to measure them.",
+    ]
 
 
 def _table(results: list[dict]) -> list[str]:
@@ -283,6 +506,7 @@ def render(report: dict) -> str:
         f" ({len(report['laymaker_system_columns'])}; the data's README says six, the file has these).", "",
         *_table(report["laymaker"]), "",
         f"Input FKGL (mean): {ours['input_fkgl']}. Missing safety items, this system: {ours['missing_by_kind']}.",
+        *_crossfit_lines(report),
     ]
     if report["cochrane"]:
         complete = report["cochrane_n"] == report["cochrane_total"]

@@ -9,7 +9,16 @@ from django.db import models
 from django.utils import timezone
 from rest_framework_api_key.models import AbstractAPIKey
 
-from inference.prompts import DEFAULT_LANGUAGE, DEFAULT_READING_LEVEL, LANGUAGES, READING_LEVELS, build_messages
+from inference.examples import DEFAULT_K, default_pool, split_sentences
+from inference.prompts import (
+    DEFAULT_LANGUAGE,
+    DEFAULT_READING_LEVEL,
+    EXAMPLES_PROMPT_VERSION,
+    LANGUAGES,
+    PROMPT_VERSION,
+    READING_LEVELS,
+    build_messages,
+)
 
 
 class APIClient(AbstractAPIKey):
@@ -168,12 +177,29 @@ class Translation(models.Model):
         return (self.tokens_out - 1) / (decode_ms / 1000) if decode_ms > 0 else None
 
 
-def translation_messages(translation: Translation) -> list[dict[str, str]]:
-    """The chat messages for a translation, with its reading level and
-    language (the fast run and the full-precision re-run use the same)."""
-    return build_messages(translation.input_text, reading_level=translation.reading_level,
-                          language=translation.language)
+def translation_prompt_version(*, text: str, language: str) -> str:
+    """The prompt a new translation gets: worked examples retrieved for the
+    sentence (:data:`inference.prompts.EXAMPLES_PROMPT_VERSION`; measured
+    cross-fitted on laymaker-dev, docs/quality/retrieval.md) for one English
+    sentence, the input the retrieval was measured on; else the instructions
+    with one fixed example (:data:`inference.prompts.PROMPT_VERSION`): the
+    examples are English single sentences, and multi-sentence input is not
+    yet split and generated sentence by sentence."""
+    if language == "en" and len(split_sentences(text)) == 1:
+        return EXAMPLES_PROMPT_VERSION
+    return PROMPT_VERSION
 
+
+def translation_messages(translation: Translation) -> list[dict[str, str]]:
+    """The chat messages for a translation, with its reading level, language
+    and prompt version (the fast run and the full-precision re-run use the
+    same); with :data:`inference.prompts.EXAMPLES_PROMPT_VERSION`, the
+    ``DEFAULT_K`` most similar examples of the shipped pool (TF-IDF)."""
+    examples = None
+    if translation.prompt_version == EXAMPLES_PROMPT_VERSION:
+        examples = default_pool().retrieve(translation.input_text, k=DEFAULT_K)
+    return build_messages(translation.input_text, reading_level=translation.reading_level,
+                          language=translation.language, examples=examples)
 
 
 #: ``Rerun.precision`` of the confidence gate's re-run (the design's FP32).

@@ -17,11 +17,23 @@ sentences with the default 1.5B model, docs/quality/):
 * ``2026-11-22.3``: reading level (US grade 4, 6 or 8) and output language
   (English or Spanish) as parameters. The default, grade 6 in English,
   renders exactly the ``.2`` messages, so ``.2`` measurements still hold.
+* ``2026-11-25.1`` (:data:`EXAMPLES_PROMPT_VERSION`, issue 22): worked
+  examples retrieved per sentence from laymaker-dev's clinician rewrites
+  (:mod:`inference.examples`) and the instruction to keep the sentence and
+  its facts and replace only what a patient would not understand
+  (:data:`EXAMPLES_SYSTEM_PROMPT`). Used when ``build_messages`` gets
+  ``examples=``; without them it still renders ``2026-11-22.3``
+  (:data:`PROMPT_VERSION`), so a caller stores :func:`prompt_version`.
+  Measured cross-fitted in docs/quality/quality-report.md.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 PROMPT_VERSION = "2026-11-22.3"
+#: The version of the messages :func:`build_messages` renders with ``examples``.
+EXAMPLES_PROMPT_VERSION = "2026-11-25.1"
 
 #: US school grade → the wording the model is given. Grade 6 is the default
 #: (the AMA and NIH advise patient materials at grade 6 or below).
@@ -55,25 +67,96 @@ EXAMPLE_ANSWERS = {
 }
 
 
+# --- Retrieved examples (EXAMPLES_PROMPT_VERSION) ---------------------------
+EXAMPLES_SYSTEM_PROMPT = """You rewrite one sentence of a clinician's note so that the patient can understand it.
+Rules:
+- Keep the sentence: keep every word a patient understands and replace only the medical words, abbreviations and jargon that a patient would not understand, with plain, everyday words ({reading_level}).
+- Keep every fact exactly: numbers, units, doses, drug names, body parts, left and right, who did what, and every negation (no, not, without, denies).
+- Add nothing: no new facts, no advice, no explanations beyond the replaced words, no greeting.
+Answer with the rewritten sentence only."""
+
+#: Where retrieved examples go: ``"turns"`` (earlier user/assistant turns) or
+#: ``"inline"`` (listed inside the last user message). Measured choice, see
+#: docs/quality/quality-report.md.
+EXAMPLES_PLACEMENT = "turns"
+PLACEMENTS = ("turns", "inline")
+
+
+def prompt_version(examples: Sequence | None = None) -> str:
+    """The version to store for messages built with (or without) examples."""
+    return PROMPT_VERSION if examples is None else EXAMPLES_PROMPT_VERSION
+
+
+def _examples_messages(text: str, system: str, examples: Sequence, placement: str,
+                       prefix_examples: Sequence = ()) -> list[dict[str, str]]:
+    """System first, then the fixed ``prefix_examples`` as turns, then the
+    examples (least similar first, so the most similar sits next to the
+    sentence), then the sentence."""
+    ordered = list(examples)[::-1]
+    fixed = []
+    for example in prefix_examples:
+        fixed += [{"role": "user", "content": example.original.strip()},
+                  {"role": "assistant", "content": example.reference.strip()}]
+    head = [{"role": "system", "content": system}, *fixed]
+    if placement == "turns":
+        turns = []
+        for example in ordered:
+            turns += [{"role": "user", "content": example.original.strip()},
+                      {"role": "assistant", "content": example.reference.strip()}]
+        return [*head, *turns, {"role": "user", "content": text}]
+    if placement == "inline":
+        if not ordered:
+            return [*head, {"role": "user", "content": text}]
+        shown = "\n\n".join(f"Note: {e.original.strip()}\nRewritten: {e.reference.strip()}" for e in ordered)
+        return [*head, {"role": "user", "content": "How clinicians rewrote similar sentences:\n\n" + shown +
+                        f"\n\nRewrite this sentence the same way.\nNote: {text}"}]
+    raise KeyError(placement)
+
+
 def build_messages(diagnosis_text: str, *, reading_level: int = DEFAULT_READING_LEVEL,
-                   language: str = DEFAULT_LANGUAGE) -> list[dict[str, str]]:
+                   language: str = DEFAULT_LANGUAGE, examples: Sequence | None = None,
+                   placement: str = EXAMPLES_PLACEMENT, prefix_examples: Sequence = ()) -> list[dict[str, str]]:
     """Chat messages for one translation.
 
     Args:
-        diagnosis_text: the clinician's text, already validated (non-empty).
+        diagnosis_text: the clinician's text, already validated (non-empty);
+            with ``examples``, one sentence (see
+            :func:`inference.examples.split_sentences`).
         reading_level: US school grade of the answer, a key of
             :data:`READING_LEVELS`.
         language: ISO 639-1 code of the answer, a key of :data:`LANGUAGES`.
+        examples: worked examples for this sentence, most similar first
+            (:class:`inference.examples.Example`, anything with
+            ``original`` and ``reference``), e.g.
+            ``default_pool().retrieve(sentence)``. ``None`` (the default)
+            renders the ``PROMPT_VERSION`` messages with the one fixed
+            example; a sequence (even empty) renders
+            ``EXAMPLES_PROMPT_VERSION``.
+        placement: with ``examples``, a key of :data:`PLACEMENTS`.
+        prefix_examples: with ``examples``, fixed examples shown as turns
+            right after the system message (one set per cluster,
+            :meth:`inference.examples.ClusterRouter.route`), so the prefix
+            up to them is shared by every sentence of the cluster; pair
+            with ``placement="inline"`` to keep the per-sentence examples
+            out of that prefix.
 
     Returns:
-        ``[system, example user, example assistant, user]`` messages as
-        ``{"role", "content"}`` dicts. Everything before the last message is
-        identical for every request with the same level and language, so
-        engines with prefix caching reuse its KV cache.
+        ``{"role", "content"}`` dicts, the system message first. Without
+        examples: ``[system, example user, example assistant, user]``,
+        everything before the last message identical for every request with
+        the same level and language. With examples: the system message
+        (identical for every request with the same level and language, so
+        engines with prefix caching reuse it) then the examples and the
+        sentence (``placement``).
 
     Raises:
-        KeyError: unknown reading level or language.
+        KeyError: unknown reading level, language or placement.
     """
+    if examples is not None:
+        system = EXAMPLES_SYSTEM_PROMPT.format(reading_level=READING_LEVELS[reading_level])
+        if language != "en":
+            system += (f"\nThe examples are in English; write your answer in {LANGUAGES[language]}.")
+        return _examples_messages(diagnosis_text.strip(), system, examples, placement, prefix_examples)
     system = SYSTEM_PROMPT.format(reading_level=READING_LEVELS[reading_level])
     if language != "en":
         system += f"\nWrite your answer in {LANGUAGES[language]}."

@@ -8,12 +8,12 @@ re-run lane competes with the clinicians for the CPU. A model's own
 operating point is therefore calibrated on the dev rows
 (``python -m bench gate_calibrate``, :func:`threshold_calibrate`) and
 shipped in ``gate_calibration.json`` beside this module; the gate reads it
-by the model's file name (``Translation.model_name``).
+by the model's file name and the prompt version (``Translation.model_name``,
+``Translation.prompt_version``: another prompt gives other confidences).
 
 Order: ``CONFIDENCE_THRESHOLD`` when set (a site's decision), else the
-model's calibrated threshold if it was calibrated with today's prompt
-(:data:`inference.prompts.PROMPT_VERSION`: another prompt gives other
-confidences), else :data:`DEFAULT_THRESHOLD`.
+threshold calibrated for the model and prompt version, else
+:data:`DEFAULT_THRESHOLD`.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from django.conf import settings
-
-from inference.prompts import PROMPT_VERSION
 
 #: The design's threshold, for models not calibrated yet.
 DEFAULT_THRESHOLD = 0.85
@@ -40,16 +38,15 @@ def _calibrations(path: Path = CALIBRATION_FILE) -> dict:
         return {}
 
 
-def gate_threshold(model_name: str) -> float:
+def gate_threshold(model_name: str, prompt_version: str) -> float:
     """The confidence below which an output of ``model_name`` (an engine's
-    ``info.model``, e.g. ``qwen2.5-coder-1.5b-instruct-q4_k_m.gguf``) is
-    re-run; see the module docstring for the order."""
+    ``info.model``, e.g. ``qwen2.5-coder-1.5b-instruct-q4_k_m.gguf``) made
+    with ``prompt_version`` is re-run; see the module docstring for the
+    order."""
     if settings.CONFIDENCE_THRESHOLD is not None:
         return settings.CONFIDENCE_THRESHOLD
-    entry = _calibrations().get(model_name)
-    if entry and entry.get("prompt_version") == PROMPT_VERSION:
-        return float(entry["threshold"])
-    return DEFAULT_THRESHOLD
+    entry = _calibrations().get(model_name, {}).get(prompt_version)
+    return float(entry["threshold"]) if entry else DEFAULT_THRESHOLD
 
 
 @dataclass(frozen=True)

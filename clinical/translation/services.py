@@ -23,7 +23,7 @@ from limits.errors import StorageError
 from redis.exceptions import RedisError
 
 from clinical import audit
-from clinical.models import Translation
+from clinical.models import Translation, translation_prompt_version
 from clinical.quality import gate, glossary
 from clinical.quality import measure as quality
 from clinical.rerun import dispatch
@@ -35,7 +35,6 @@ from inference.prompts import (
     DEFAULT_LANGUAGE,
     DEFAULT_READING_LEVEL,
     LANGUAGES,
-    PROMPT_VERSION,
     READING_LEVELS,
 )
 
@@ -130,7 +129,7 @@ def _translation_insert(*, user, api_client, text: str, source: str, engine_info
         language=language,
         source=source,
         input_text=text,
-        prompt_version=PROMPT_VERSION,
+        prompt_version=translation_prompt_version(text=text, language=language),
         engine=engine_info.engine if engine_info else "",
         model_name=engine_info.model if engine_info else "",
         precision=engine_info.precision if engine_info else "",
@@ -292,7 +291,7 @@ def translation_finish(*, translation_id: int, status: str, output_text: str,
     if status == Translation.Status.COMPLETED:
         _quality_store(row)
         reasons = quality.rerun_reasons(confidence=row.confidence, safety_passed=row.safety_passed,
-                                        threshold=gate.gate_threshold(row.model_name),
+                                        threshold=gate.gate_threshold(row.model_name, row.prompt_version),
                                         safety_gate=settings.SAFETY_RERUN,
                                         faithfulness_passed=row.faithfulness_passed,
                                         faithfulness_gate=settings.FAITHFULNESS_RERUN)

@@ -102,3 +102,40 @@ def test_shards_share_one_cache_and_only_the_complete_set_is_scored(tmp_path):
 def test_a_malformed_shard_is_refused():
     with pytest.raises(SystemExit):
         quality.main(["--engine", "fake", "--shard", "2/2"])
+
+
+def test_the_retrieval_method_is_cross_fitted_and_reported_beside_todays_prompt(tmp_path):
+    """Every row's examples come from the other half's pool; both methods
+    are scored on the same rows with TTFT and prompt tokens."""
+    from inference.examples import crossfit_folds
+
+    out = tmp_path / "quality"
+    assert quality.main(["--limit", "6", "--cochrane", "0", "--engine", "fake", "--k", "3",
+                         "--out", str(out)]) == 0
+    report = json.loads(out.with_suffix(".json").read_text())
+    rows = [json.loads(line) for line in (tmp_path / "quality-examples-outputs.jsonl").read_text().splitlines()]
+    half_a, half_b = crossfit_folds(r["ID"] for r in quality.laymaker_rows()[0])
+    assert len(rows) == 6
+    for row in rows:
+        row_id = row["key"].removeprefix("laymaker-")
+        assert row["fold"] == ("A" if row_id in half_a else "B")
+        other = half_b if row["fold"] == "A" else half_a
+        assert len(row["example_ids"]) == 3 and set(row["example_ids"]) <= other
+        assert row["ttft_ms"] is not None and row["prompt_tokens"] and row["k"] == 3
+    section = report["crossfit"]
+    assert section["self_examples"] == 0
+    assert [r["system"].split(",")[0] for r in section["rows"][:2]] == ["today's prompt (2026-11-22.3)",
+                                                                         "retrieved examples"]
+    assert section["rows"][0]["n"] == section["rows"][1]["n"] == 6
+    assert "## Retrieved examples, cross-fitted" in out.with_suffix(".md").read_text()
+
+
+def test_a_tuning_run_scores_one_fold_with_the_retrieval_method_only(tmp_path):
+    out = tmp_path / "quality"
+    assert quality.main(["--limit", "8", "--cochrane", "0", "--engine", "fake", "--methods", "examples",
+                         "--fold", "A", "--placement", "inline", "--out", str(out)]) == 0
+    report = json.loads(out.with_suffix(".json").read_text())
+    assert not (tmp_path / "quality-outputs.jsonl").exists()
+    ours = report["laymaker"][0]
+    assert ours["system"].startswith("retrieved examples") and ours["n"] == len(quality.crossfit_plan(
+        quality.laymaker_rows()[0][:8], "A"))

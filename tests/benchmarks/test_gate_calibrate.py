@@ -16,18 +16,20 @@ def test_calibration_writes_the_operating_point_the_gate_reads(tmp_path, monkeyp
     report = tmp_path / "report.md"
     assert gate_calibrate.main(["--outputs", str(ROOT / "docs/quality/quality-report-outputs.jsonl"),
                                 "--max-rerun-rate", "0.25", "--write", "--report", str(report)]) == 0
-    entry = json.loads(target.read_text())["models"]["qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"]
+    entry = json.loads(target.read_text())["models"]["qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"]["2026-11-22.3"]
     assert entry["outputs"] == 250 and entry["rerun_rate"] <= 0.25 and entry["failing_caught"] == 1.0
     assert "half A | half B" in report.read_text()
     read = gate._calibrations.__wrapped__
     monkeypatch.setattr(gate, "_calibrations", lambda: read(target))
-    monkeypatch.setattr(gate, "PROMPT_VERSION", entry["prompt_version"])
     settings.CONFIDENCE_THRESHOLD = None
-    assert gate.gate_threshold("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf") == entry["threshold"]
+    assert gate.gate_threshold("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "2026-11-22.3") == entry["threshold"]
 
 
 def test_halves_are_fixed_and_disjoint():
     ids = [str(n) for n in range(1, 251)]
     a, b = gate_calibrate.halves(ids)
     assert a.isdisjoint(b) and a | b == set(ids) and len(a) == 125
+    from inference.examples import crossfit_folds
+
+    assert (a, b) == crossfit_folds(ids)  # the project's one split
     assert gate_calibrate.halves(ids) == (a, b)

@@ -1,6 +1,14 @@
 import pytest
 
-from inference.prompts import EXAMPLE_ANSWERS, build_messages
+from inference.examples import Example
+from inference.prompts import (
+    EXAMPLE_ANSWERS,
+    EXAMPLES_PROMPT_VERSION,
+    PLACEMENTS,
+    PROMPT_VERSION,
+    build_messages,
+    prompt_version,
+)
 
 
 def test_the_default_prompt_is_grade_6_english_with_the_diagnosis_last():
@@ -27,3 +35,57 @@ def test_spanish_asks_for_spanish_and_shows_a_spanish_example():
 def test_unknown_options_raise(options):
     with pytest.raises(KeyError):
         build_messages("x", **options)
+
+
+# --- retrieved examples (EXAMPLES_PROMPT_VERSION) ---------------------------
+
+SHOWN = [Example("2", "There is 1+ pretibial edema .", "there is some swelling of your shins", 0.5),
+         Example("9", "BACK : Atraumatic .", "your back has no injury", 0.2)]
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+@pytest.mark.parametrize("options", [{}, {"reading_level": 4}, {"language": "es"}])
+def test_with_examples_the_system_message_is_first_and_the_same_for_every_sentence(placement, options):
+    one = build_messages("Left knee effusion.", examples=SHOWN, placement=placement, **options)
+    other = build_messages("Mild cardiomegaly.", examples=SHOWN[1:], placement=placement, **options)
+    assert one[0]["role"] == "system" and one[0] == other[0]
+    assert all(m["role"] != "system" for m in one[1:])
+    assert one[-1]["role"] == "user" and one[-1]["content"].endswith("Left knee effusion.")
+    assert "replace only the medical words" in one[0]["content"]
+
+
+def test_examples_as_turns_put_the_most_similar_next_to_the_sentence():
+    messages = build_messages("  Left knee effusion. ", examples=SHOWN, placement="turns")
+    assert [m["content"] for m in messages[1:]] == [
+        "BACK : Atraumatic .", "your back has no injury",
+        "There is 1+ pretibial edema .", "there is some swelling of your shins", "Left knee effusion."]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant", "user"]
+
+
+def test_examples_inline_are_listed_in_the_last_message():
+    messages = build_messages("Left knee effusion.", examples=SHOWN, placement="inline")
+    assert [m["role"] for m in messages] == ["system", "user"]
+    text = messages[1]["content"]
+    assert text.index("BACK") < text.index("pretibial") < text.index("Left knee effusion.")
+
+
+def test_reading_level_and_language_reach_the_examples_prompt():
+    assert "US grade 8" in build_messages("x", examples=SHOWN, reading_level=8)[0]["content"]
+    assert build_messages("x", examples=SHOWN, language="es")[0]["content"].endswith("in Spanish.")
+    with pytest.raises(KeyError):
+        build_messages("x", examples=SHOWN, placement="nowhere")
+
+
+def test_without_examples_the_old_prompt_and_version_stand():
+    assert build_messages("x") == build_messages("x", examples=None)
+    assert prompt_version() == PROMPT_VERSION == "2026-11-22.3"
+    assert prompt_version(SHOWN) == prompt_version([]) == EXAMPLES_PROMPT_VERSION != PROMPT_VERSION
+
+
+def test_cluster_examples_sit_after_the_system_message_and_before_the_retrieved_ones():
+    fixed = [Example("5", "PREOPERATIVE DIAGNOSIS : Adenocarcinoma .", "diagnosis before surgery is cancer")]
+    one = build_messages("Left knee effusion.", examples=SHOWN, placement="inline", prefix_examples=fixed)
+    other = build_messages("Mild cardiomegaly.", examples=SHOWN[1:], placement="inline", prefix_examples=fixed)
+    assert one[:3] == other[:3]  # system + the cluster's turns: one cacheable prefix per cluster
+    assert [m["role"] for m in one] == ["system", "user", "assistant", "user"]
+    assert "pretibial" in one[-1]["content"] and "pretibial" not in other[-1]["content"]

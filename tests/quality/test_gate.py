@@ -8,35 +8,36 @@ import json
 import pytest
 
 from clinical.quality import gate
-from inference.prompts import PROMPT_VERSION
+from inference.prompts import EXAMPLES_PROMPT_VERSION, PROMPT_VERSION
 
 
 def test_an_uncalibrated_model_gets_the_designs_threshold(settings):
     settings.CONFIDENCE_THRESHOLD = None
-    assert gate.gate_threshold("some-new-model.gguf") == gate.DEFAULT_THRESHOLD == 0.85
+    assert gate.gate_threshold("some-new-model.gguf", PROMPT_VERSION) == gate.DEFAULT_THRESHOLD == 0.85
 
 
 def test_a_calibrated_model_gets_its_threshold_and_a_site_setting_wins(settings, tmp_path, monkeypatch):
     path = tmp_path / "gate.json"
-    path.write_text(json.dumps({"models": {"m.gguf": {"threshold": 0.42, "prompt_version": PROMPT_VERSION},
-                                           "old.gguf": {"threshold": 0.42, "prompt_version": "2020-01-01.1"}}}))
+    path.write_text(json.dumps({"models": {"m.gguf": {PROMPT_VERSION: {"threshold": 0.42}}}}))
     read = gate._calibrations.__wrapped__
     monkeypatch.setattr(gate, "_calibrations", lambda: read(path))
     settings.CONFIDENCE_THRESHOLD = None
-    assert gate.gate_threshold("m.gguf") == 0.42
-    assert gate.gate_threshold("old.gguf") == gate.DEFAULT_THRESHOLD  # calibrated for another prompt
+    assert gate.gate_threshold("m.gguf", PROMPT_VERSION) == 0.42
+    assert gate.gate_threshold("m.gguf", "2020-01-01.1") == gate.DEFAULT_THRESHOLD  # another prompt
     settings.CONFIDENCE_THRESHOLD = 0.9
-    assert gate.gate_threshold("m.gguf") == 0.9
+    assert gate.gate_threshold("m.gguf", PROMPT_VERSION) == 0.9
 
 
 def test_the_shipped_calibration_names_its_source_and_stays_in_the_band():
     models = json.loads(gate.CALIBRATION_FILE.read_text())["models"]
-    assert models
-    for entry in models.values():
+    entries = [entry for prompts in models.values() for entry in prompts.values()]
+    assert entries
+    for entry in entries:
         assert 0 < entry["threshold"] < 1 and entry["outputs"] >= 100
         assert 0.05 <= entry["rerun_rate"] <= 0.30 and entry["source"]
-    # Calibrated with today's prompt, or the gate falls back to 0.85 for it.
-    assert any(entry["prompt_version"] == PROMPT_VERSION for entry in models.values())
+    # Both prompts the product uses are calibrated for the default model.
+    default = models["qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"]
+    assert {PROMPT_VERSION, EXAMPLES_PROMPT_VERSION} <= set(default)
 
 
 def test_calibration_takes_the_highest_threshold_within_the_rate():
@@ -60,8 +61,8 @@ def test_the_gate_reads_the_threshold_of_the_rows_model(clinician, settings, mon
     from clinical.translation import services
 
     settings.CONFIDENCE_THRESHOLD = None
-    monkeypatch.setattr(gate, "_calibrations", lambda: {"calibrated.gguf": {"threshold": 0.3,
-                                                                            "prompt_version": PROMPT_VERSION}})
+    monkeypatch.setattr(gate, "_calibrations", lambda: {"calibrated.gguf": {
+        "2026-11-22.3": {"threshold": 0.3}, "2026-11-25.1": {"threshold": 0.3}}})
     rows = []
     for model in ("calibrated.gguf", "other.gguf"):
         row = services.translation_create(user=clinician, text="Hypertension.")

@@ -1,0 +1,319 @@
+"""Worked examples retrieved per sentence, and the sentence splitter.
+
+The example pool is laymaker-dev's clinician-changed rows (ORIGINAL →
+REFERENCE, 175 rows), shipped in ``inference/data/laymaker_pool.csv``
+(Laymaker corpus, babylonhealth/laymaker, CC BY 4.0, AMIA 2021; see
+``inference/data/README.md``). Nothing is read from ``../shared`` at run
+time; ``python -m inference.examples build`` regenerates the file from
+``../shared/data/laymaker-dev.csv``. Laymaker's held-back ``test-set.csv``
+is never read.
+
+Retrieval is TF-IDF (scikit-learn ``TfidfVectorizer``, word 1-2-grams,
+sublinear tf) with cosine similarity over the pool's ORIGINAL sentences.
+A pool row whose normalised ORIGINAL equals the query (same tokens, any
+case or spacing) is never returned, so a sentence is never its own example.
+:meth:`ExamplePool.subset` restricts the pool to some IDs (cross-fitting:
+:func:`crossfit_folds`).
+
+Plain Python: no Django imports.
+
+    python -m inference.examples build [--source ../shared/data/laymaker-dev.csv]
+    python -m inference.examples show "There is 2+ pitting edema ." [-k 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import functools
+import os
+import random
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+#: The shipped pool (ID, ORIGINAL, REFERENCE), written by :func:`build_pool`.
+POOL_PATH = Path(__file__).resolve().parent / "data" / "laymaker_pool.csv"
+#: Where :func:`build_pool` reads from by default (the project's shared data).
+DEFAULT_SOURCE = (Path(os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data")
+                  / "laymaker-dev.csv")
+#: Seed of the one cross-fitting split of laymaker-dev (see :func:`crossfit_folds`).
+FOLD_SEED = 22
+#: Examples per request in the measured default (docs/quality/quality-report.md).
+DEFAULT_K = 6
+
+_TOKEN = re.compile(r"\w+(?:[-'.]\w+)*|[^\w\s]")
+
+
+def normalise(text: str) -> str:
+    """Lower-cased words and punctuation joined by single spaces: the same
+    tokens as ``bench.sari.tokenize``, so ``"Edema ."`` equals ``"edema."``."""
+    return " ".join(_TOKEN.findall(text.lower()))
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """One worked example.
+
+    Attributes:
+        id: laymaker-dev ``ID`` (a string of digits).
+        original: the clinician's sentence (``ORIGINAL``, as in the data:
+            often pre-tokenized, ``"edema ."``).
+        reference: the clinicians' plain rewrite (``REFERENCE``).
+        score: cosine similarity to the query, 0..1 (0.0 outside retrieval).
+    """
+
+    id: str
+    original: str
+    reference: str
+    score: float = 0.0
+
+
+class ExamplePool:
+    """A TF-IDF index over worked examples.
+
+    Args:
+        examples: the pool rows; IDs must be unique. The vectorizer is fitted
+            on these rows only (so a cross-fitted pool learns nothing, not
+            even IDF weights, from the rows it scores).
+    """
+
+    def __init__(self, examples: Sequence[Example]) -> None:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        if not examples:
+            raise ValueError("an example pool needs at least one row")
+        self.examples = tuple(examples)
+        if len({e.id for e in self.examples}) != len(self.examples):
+            raise ValueError("duplicate example IDs")
+        self._by_id = {e.id: e for e in self.examples}
+        self._normalised = [normalise(e.original) for e in self.examples]
+        self._vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True,
+                                           token_pattern=r"(?u)\b\w[\w'-]*\b")
+        self._matrix = self._vectorizer.fit_transform(self._normalised)  # rows L2-normalised
+
+    @classmethod
+    def load(cls, path: Path | str = POOL_PATH) -> ExamplePool:
+        """The pool in a CSV with columns ``ID, ORIGINAL, REFERENCE``."""
+        with open(path, newline="", encoding="utf-8") as handle:
+            rows = [Example(r["ID"], r["ORIGINAL"], r["REFERENCE"]) for r in csv.DictReader(handle)]
+        return cls(rows)
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    @property
+    def ids(self) -> frozenset[str]:
+        return frozenset(self._by_id)
+
+    def subset(self, ids: Iterable[str]) -> ExamplePool:
+        """A new pool of only the rows whose ID is in ``ids`` (unknown IDs
+        are ignored), with its own index."""
+        wanted = set(ids)
+        return ExamplePool([e for e in self.examples if e.id in wanted])
+
+    def retrieve(self, text: str, k: int = DEFAULT_K) -> list[Example]:
+        """The ``k`` pool rows most similar to ``text``, most similar first.
+
+        Rows whose normalised ORIGINAL equals ``text``'s are left out, so
+        the query never comes back as its own example. Ties keep pool
+        order. Fewer than ``k`` come back only when the pool is smaller.
+
+        Returns:
+            :class:`Example` rows with ``score`` = cosine similarity (0..1).
+        """
+        if k <= 0:
+            return []
+        query = normalise(text)
+        scores = (self._matrix @ self._vectorizer.transform([query]).T).toarray().ravel()
+        order = sorted(range(len(self.examples)), key=lambda i: -scores[i])
+        picked = []
+        for i in order:
+            if self._normalised[i] == query:
+                continue
+            e = self.examples[i]
+            picked.append(Example(e.id, e.original, e.reference, float(scores[i])))
+            if len(picked) == k:
+                break
+        return picked
+
+
+    def clusters(self, n_clusters: int, per_cluster: int = 4, seed: int = FOLD_SEED) -> ClusterRouter:
+        """k-means (scikit-learn ``KMeans``, ``n_init=10``) over the pool's
+        TF-IDF rows; see :class:`ClusterRouter`."""
+        return ClusterRouter(self, n_clusters, per_cluster, seed)
+
+
+class ClusterRouter:
+    """Routes a sentence to the nearest of ``n_clusters`` k-means clusters
+    of a pool and gives that cluster's fixed examples: the ``per_cluster``
+    members nearest its centroid, most central first. Those are identical
+    for every sentence of the cluster, so they can sit in a cached prompt
+    prefix (one per cluster; the llama.cpp engine keeps 8 prefix snapshots).
+    """
+
+    def __init__(self, pool: ExamplePool, n_clusters: int, per_cluster: int, seed: int) -> None:
+        import numpy as np
+        from sklearn.cluster import KMeans
+
+        self.pool = pool
+        self._kmeans = KMeans(n_clusters=n_clusters, n_init=10, random_state=seed).fit(pool._matrix)
+        distances = self._kmeans.transform(pool._matrix)  # (rows, clusters), Euclidean
+        labels = self._kmeans.labels_
+        self.fixed: list[list[Example]] = []
+        for c in range(n_clusters):
+            members = [i for i in np.argsort(distances[:, c]) if labels[i] == c][:per_cluster]
+            self.fixed.append([pool.examples[i] for i in members])
+
+    def route(self, text: str) -> tuple[int, list[Example]]:
+        """``(cluster index, its fixed examples)`` for ``text``. A fixed
+        example equal to ``text`` (normalised) is left out, so the query is
+        never its own example (that cluster's prefix then differs)."""
+        query = normalise(text)
+        cluster = int(self._kmeans.predict(self.pool._vectorizer.transform([query]))[0])
+        return cluster, [e for e in self.fixed[cluster] if normalise(e.original) != query]
+
+
+@functools.cache
+def default_pool() -> ExamplePool:
+    """The shipped pool (all 175 changed laymaker-dev rows), loaded once
+    per process (about 20 ms)."""
+    return ExamplePool.load()
+
+
+def crossfit_folds(ids: Iterable[str], seed: int = FOLD_SEED) -> tuple[frozenset[str], frozenset[str]]:
+    """Split ``ids`` once into two disjoint halves ``(A, B)``.
+
+    The IDs are sorted, then shuffled by ``random.Random(seed)``; A is the
+    first ``ceil(n/2)``. The same IDs and seed always give the same halves.
+    Score A's rows with the pool restricted to B and B's with A.
+    """
+    ordered = sorted(set(ids), key=lambda i: (len(i), i))
+    random.Random(seed).shuffle(ordered)
+    half = (len(ordered) + 1) // 2
+    return frozenset(ordered[:half]), frozenset(ordered[half:])
+
+
+# --- sentences ---------------------------------------------------------------
+
+#: A heading at the start of a line or after a sentence end, such as
+#: "ABDOMEN :", "HEENT:" or "PREOPERATIVE DIAGNOSIS :" (capitals, then a colon).
+_HEADING = re.compile(r"(?<=[.!?])\s+(?=[A-Z][A-Z /&-]{2,}\s?:)")
+
+
+@functools.cache
+def _punkt():
+    """NLTK's Punkt splitter: the trained English model when its data is
+    installed (``punkt_tab``), else Punkt with default parameters (no data
+    needed, no download attempted)."""
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
+
+    try:
+        from nltk.data import find
+
+        find("tokenizers/punkt_tab/english/")
+        from nltk.tokenize import PunktTokenizer
+
+        return PunktTokenizer("english")
+    except LookupError:
+        tokenizer = PunktSentenceTokenizer()
+        # Abbreviations common in clinical notes (Punkt's parameters, lower case, no final dot).
+        tokenizer._params.abbrev_types.update(
+            {"dr", "mr", "mrs", "ms", "vs", "e.g", "i.e", "b.i.d", "t.i.d", "q.i.d", "p.o", "q.d",
+             "p.r.n", "approx", "no", "st", "fig"})
+        return tokenizer
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split a clinical note into sentences, in order.
+
+    Lines are split first (notes put one finding per line), then each line
+    by NLTK's Punkt; a capitalised heading with a colon ("ABDOMEN :") stays
+    with the findings that follow it, and a heading that follows a sentence
+    on the same line starts a new one. Blank pieces are dropped.
+
+    Returns:
+        The sentences, stripped, in their order in ``text``.
+    """
+    sentences: list[str] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        for piece in _punkt().tokenize(line):
+            sentences.extend(s.strip() for s in _HEADING.split(piece) if s.strip())
+    return sentences
+
+
+def messages_per_sentence(text: str, *, reading_level: int | None = None, language: str | None = None,
+                          k: int = DEFAULT_K, pool: ExamplePool | None = None) -> list[tuple[str, list[dict[str, str]]]]:
+    """The retrieval prompt (``EXAMPLES_PROMPT_VERSION``) for each sentence
+    of ``text``, in order: what a caller generates one after another and
+    streams in order.
+
+    Args:
+        text: the clinician's text (one or more sentences).
+        reading_level, language: as for :func:`inference.prompts.build_messages`
+            (``None``: its defaults).
+        k: retrieved examples per sentence.
+        pool: the example pool (default: the shipped one).
+
+    Returns:
+        ``[(sentence, messages)]``; empty for blank text.
+    """
+    from inference.prompts import build_messages
+
+    pool = pool or default_pool()
+    options = {key: value for key, value in (("reading_level", reading_level), ("language", language))
+               if value is not None}
+    return [(sentence, build_messages(sentence, examples=pool.retrieve(sentence, k), **options))
+            for sentence in split_sentences(text)]
+
+
+# --- building the shipped pool ---------------------------------------------
+
+def build_pool(source: Path | str = DEFAULT_SOURCE, dest: Path | str = POOL_PATH) -> int:
+    """Write the changed rows of laymaker-dev (``ORIGINAL`` and
+    ``REFERENCE`` differ after :func:`normalise`) to ``dest`` as
+    ``ID, ORIGINAL, REFERENCE``, in the source's order.
+
+    Returns:
+        The number of rows written.
+    """
+    source = Path(source)
+    if source.name.lower().startswith("test"):
+        raise ValueError("Laymaker's test set is held back: never build a pool from it")
+    with open(source, newline="", encoding="utf-8") as handle:
+        rows = [r for r in csv.DictReader(handle) if normalise(r["ORIGINAL"]) != normalise(r["REFERENCE"])]
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(dest, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["ID", "ORIGINAL", "REFERENCE"])
+        writer.writerows([r["ID"], r["ORIGINAL"], r["REFERENCE"]] for r in rows)
+    return len(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m inference.examples", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build", help="write inference/data/laymaker_pool.csv from laymaker-dev.csv")
+    build.add_argument("--source", default=str(DEFAULT_SOURCE))
+    build.add_argument("--dest", default=str(POOL_PATH))
+    show = sub.add_parser("show", help="print the examples retrieved for a sentence")
+    show.add_argument("text")
+    show.add_argument("-k", type=int, default=DEFAULT_K)
+    args = parser.parse_args(argv)
+    if args.command == "build":
+        n = build_pool(args.source, args.dest)
+        print(f"{n} changed rows written to {args.dest}")
+    else:
+        for e in default_pool().retrieve(args.text, args.k):
+            print(f"{e.score:.3f} [{e.id}] {e.original}\n      -> {e.reference}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

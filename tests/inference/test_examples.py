@@ -1,0 +1,139 @@
+"""Retrieved worked examples (inference/examples.py): the shipped pool,
+retrieval that never returns the sentence itself, the cross-fit split and
+the sentence splitter. No Redis, no model."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from bench.shared_data import shared_data_file
+from inference import examples
+from inference.examples import (
+    Example,
+    ExamplePool,
+    crossfit_folds,
+    default_pool,
+    normalise,
+    split_sentences,
+)
+
+
+def _dev_rows() -> list[dict[str, str]]:
+    with open(shared_data_file("laymaker-dev.csv"), newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_the_shipped_pool_is_laymaker_devs_changed_rows_unedited():
+    pool = default_pool()
+    dev = {r["ID"]: r for r in _dev_rows()}
+    changed = {i for i, r in dev.items() if normalise(r["ORIGINAL"]) != normalise(r["REFERENCE"])}
+    assert pool.ids == changed and len(pool) == 175
+    for e in pool.examples:
+        assert (e.original, e.reference) == (dev[e.id]["ORIGINAL"], dev[e.id]["REFERENCE"])
+
+
+def test_the_build_command_regenerates_the_shipped_file(tmp_path):
+    dest = tmp_path / "pool.csv"
+    assert examples.build_pool(shared_data_file("laymaker-dev.csv"), dest) == 175
+    assert dest.read_bytes() == examples.POOL_PATH.read_bytes()
+
+
+def test_the_held_back_test_set_is_refused(tmp_path):
+    with pytest.raises(ValueError):
+        examples.build_pool(tmp_path / "test-set.csv", tmp_path / "out.csv")
+
+
+def test_retrieval_returns_pool_rows_most_similar_first_and_never_the_sentence_itself():
+    pool = default_pool()
+    by_id = {e.id: e for e in pool.examples}
+    for e in pool.examples[:40]:
+        for query in (e.original, "  " + e.original.upper() + " ", e.original.replace(" .", ".")):
+            found = pool.retrieve(query, 6)
+            assert len(found) == 6
+            assert all(normalise(f.original) != normalise(query) for f in found)
+            assert all((f.original, f.reference) == (by_id[f.id].original, by_id[f.id].reference) for f in found)
+            assert [f.score for f in found] == sorted((f.score for f in found), reverse=True)
+
+
+def test_a_similar_sentence_finds_its_neighbour():
+    found = default_pool().retrieve("There is 2+ pretibial edema bilaterally .", 3)
+    assert any("pretibial edema" in f.original for f in found)
+    assert 0 < found[0].score <= 1
+
+
+def test_a_subset_pool_returns_only_its_ids():
+    pool = default_pool()
+    ids = sorted(pool.ids)[:30]
+    sub = pool.subset(ids + ["no-such-id"])
+    assert sub.ids == set(ids)
+    assert {f.id for f in sub.retrieve("Abdomen soft, nontender .", 10)} <= set(ids)
+    assert len(sub.retrieve("x", 100)) == 30
+
+
+def test_a_pool_of_one_row_equal_to_the_query_returns_nothing():
+    pool = ExamplePool([Example("1", "Left knee effusion .", "fluid in your left knee")])
+    assert pool.retrieve("left knee effusion.", 3) == []
+    assert pool.retrieve("Right knee effusion.", 3)[0].id == "1"
+
+
+def test_the_cross_fit_split_is_deterministic_disjoint_and_covers_every_row():
+    ids = [r["ID"] for r in _dev_rows()]
+    a, b = crossfit_folds(ids)
+    assert (a, b) == crossfit_folds(list(reversed(ids)))  # order of the input does not matter
+    assert not a & b and a | b == set(ids) and abs(len(a) - len(b)) <= 1
+    assert crossfit_folds(ids, seed=1) != (a, b)
+    pool = default_pool()
+    # each half's changed rows form the other half's pool
+    assert pool.subset(b).ids.isdisjoint(a) and len(pool.subset(a)) + len(pool.subset(b)) == len(pool)
+
+
+NOTE = """PHYSICAL EXAMINATION :
+GENERAL : Alert and oriented x3, in no acute distress. Vital signs stable.
+ABDOMEN : Soft, nontender, nondistended. Bowel sounds present.
+EXTREMITIES: No edema. HEENT: PERRLA.
+Dr. Smith saw the patient on 01/02/2020 and started metoprolol 25 mg b.i.d. for hypertension."""
+
+
+def test_a_clinical_note_with_headings_splits_into_its_sentences():
+    assert split_sentences(NOTE) == [
+        "PHYSICAL EXAMINATION :",
+        "GENERAL : Alert and oriented x3, in no acute distress.",
+        "Vital signs stable.",
+        "ABDOMEN : Soft, nontender, nondistended.",
+        "Bowel sounds present.",
+        "EXTREMITIES: No edema.",
+        "HEENT: PERRLA.",
+        "Dr. Smith saw the patient on 01/02/2020 and started metoprolol 25 mg b.i.d. for hypertension.",
+    ]
+
+
+def test_one_sentence_and_blank_text():
+    assert split_sentences("  There is 1+ pretibial edema .  ") == ["There is 1+ pretibial edema ."]
+    assert split_sentences(" \n\n ") == []
+
+
+def test_clusters_give_every_sentence_of_a_cluster_the_same_fixed_examples():
+    pool = default_pool()
+    router = pool.clusters(4, per_cluster=3)
+    assert len(router.fixed) == 4 and all(len(f) == 3 for f in router.fixed)
+    routed = {}
+    for e in pool.examples[:30]:
+        cluster, fixed = router.route(e.original)
+        assert all(normalise(f.original) != normalise(e.original) for f in fixed)
+        if len(fixed) == 3:
+            assert routed.setdefault(cluster, fixed) == fixed
+
+
+def test_messages_per_sentence_retrieve_for_each_sentence_of_a_note():
+    from inference.prompts import EXAMPLES_SYSTEM_PROMPT
+
+    plan = examples.messages_per_sentence("ABDOMEN : Soft, nontender. There is 1+ pretibial edema .",
+                                          reading_level=8, language="es", k=2)
+    assert [sentence for sentence, _ in plan] == ["ABDOMEN : Soft, nontender.", "There is 1+ pretibial edema ."]
+    (_, first), (_, second) = plan
+    assert first[0] == second[0] and first[0]["content"].startswith(EXAMPLES_SYSTEM_PROMPT.splitlines()[0])
+    assert "US grade 8" in first[0]["content"] and first[0]["content"].endswith("in Spanish.")
+    assert len(first) == len(second) == 1 + 2 * 2 + 1
+    assert second[-1]["content"] == "There is 1+ pretibial edema ." != second[-3]["content"]
