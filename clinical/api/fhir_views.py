@@ -69,8 +69,7 @@ class PlainLanguageOperationView(APIView):
         final = await stream.translation_until_final(events)
         stream.translation_detach(events, request_id=str(translation.request_id))  # the glossary
         if final.kind == stream.UNRECORDED:
-            return Response(fhir.operation_outcome("transient", "The database became unreachable, so this "
-                                                   "translation could not be recorded. Try again shortly."),
+            return Response(fhir.operation_outcome("transient", stream.UNRECORDED_MESSAGE),
                             status=503, headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S)})
         if final.kind != stream.DONE:
             return Response(fhir.operation_outcome("exception", "The translation failed and was recorded."),

@@ -71,8 +71,7 @@ async def _events(translation: Translation, engine, received_ns: int) -> AsyncIt
             body = await database_sync_to_async(selectors.translation_api_view)(translation=event.translation)
             yield sse("error", {"detail": "The translation failed and was recorded.", **body})
         elif event.kind == stream.UNRECORDED:
-            yield sse("error", {"detail": "The database became unreachable, so this translation could not "
-                                          "be recorded. Please do not use it; try again shortly."})
+            yield sse("error", {"detail": stream.UNRECORDED_MESSAGE})
 
 
 def _payload(frame: dict) -> dict:

@@ -83,8 +83,7 @@ class TranslationCreateView(APIView):
         final = await stream.translation_until_final(events)
         stream.translation_detach(events, request_id=str(translation.request_id))  # the glossary: poll to read it
         if final.kind == stream.UNRECORDED:
-            return Response({"detail": "The database became unreachable, so this translation could not be "
-                                       "recorded. Please do not use it; try again shortly."},
+            return Response({"detail": stream.UNRECORDED_MESSAGE},
                             status=status.HTTP_503_SERVICE_UNAVAILABLE,
                             headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S)})
         data = await database_sync_to_async(selectors.translation_api_view)(translation=final.translation)

@@ -37,6 +37,9 @@ logger = logging.getLogger(__name__)
 
 STARTED, TOKEN, DONE, FAILED, UNRECORDED, GLOSSARY = \
     "started", "token", "done", "failed", "unrecorded", "glossary"
+#: What a client is told on ``unrecorded`` (every transport says the same).
+UNRECORDED_MESSAGE = ("The database became unreachable, so this translation could not be recorded. "
+                      "Please do not use it; try again shortly.")
 #: Events after which the translation's text is final (one of them ends
 #: every stream that is not cancelled).
 FINAL = frozenset({DONE, FAILED, UNRECORDED})

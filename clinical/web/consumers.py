@@ -183,9 +183,7 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
                     # The text was streamed but its final state could not be
                     # stored; the row stays pending until the sweep finalises it.
                     await self.send_closed_safe(frames.error_frame(
-                        "unavailable", "The database became unreachable, so this translation could not be "
-                        "recorded. Please do not use it; try again shortly.",
-                        retry_after_s=services.UNAVAILABLE_RETRY_AFTER_S))
+                        "unavailable", stream.UNRECORDED_MESSAGE, retry_after_s=services.UNAVAILABLE_RETRY_AFTER_S))
         except asyncio.CancelledError:
             # Cancelled while its text was still coming (a cancel frame, the
             # session's end): say so. Cancelled in its glossary step (the
