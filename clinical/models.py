@@ -184,8 +184,9 @@ def translation_prompt_version(*, text: str, language: str) -> str:
     sentence, the input the retrieval was measured on; else the instructions
     with one fixed example (:data:`inference.prompts.PROMPT_VERSION`): the
     examples are English single sentences, and multi-sentence input is not
-    yet split and generated sentence by sentence."""
-    if language == "en" and len(split_sentences(text)) == 1:
+    yet split and generated sentence by sentence. ``PROMPT_EXAMPLES`` off:
+    always the latter."""
+    if settings.PROMPT_EXAMPLES and language == "en" and len(split_sentences(text)) == 1:
         return EXAMPLES_PROMPT_VERSION
     return PROMPT_VERSION
 

@@ -275,6 +275,10 @@ SAFETY_RERUN = env_bool("SAFETY_RERUN", True)
 # A failed faithfulness check (clinical/quality/faithfulness.py: the output
 # states something the input does not) queues the re-run too.
 FAITHFULNESS_RERUN = env_bool("FAITHFULNESS_RERUN", True)
+# Worked examples retrieved per sentence (clinical/models.py
+# translation_prompt_version): fewer wrong outputs, but about 258 more
+# prompt tokens to read per request (seconds of TTFT on 2 cores).
+PROMPT_EXAMPLES = env_bool("PROMPT_EXAMPLES", True)
 # Glossary: at most this many terms; plain definitions written by the engine
 # after the main text (GLOSSARY_GENERATE, GLOSSARY_MAX_TOKENS), else the
 # vocabulary's own definitions.

@@ -23,6 +23,11 @@ def test_the_prompt_version_follows_the_input(text, language, version):
     assert translation_prompt_version(text=text, language=language) == version
 
 
+def test_a_site_can_turn_the_examples_off(settings):
+    settings.PROMPT_EXAMPLES = False
+    assert translation_prompt_version(text="There is 1+ pretibial edema.", language="en") == PROMPT_VERSION
+
+
 def test_a_sentence_gets_pool_examples_never_itself_and_the_rerun_builds_the_same(clinician):
     pool_sentence = default_pool().examples[0].original
     row = services.translation_create(user=clinician, text=pool_sentence)
