@@ -40,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-rerun-rate", type=float, default=0.30)
     parser.add_argument("--write", action="store_true", help="ship the threshold in gate_calibration.json")
     parser.add_argument("--report", default="docs/quality/gate-calibration-{prompt}.md")
+    parser.add_argument("--measure", choices=("mean", "content"), default="mean",
+                        help="mean: geometric-mean token probability (the cached 'confidence'); content: "
+                             "a low percentile of content-word probabilities, from the cached 'deltas' "
+                             "(inference.confidence.content_word_confidence; rows without deltas are left out)")
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clinical.settings")
     import django
@@ -52,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     sources = {row["ID"]: row["ORIGINAL"] for row in laymaker_rows()[0]}
     cached = [json.loads(line) for line in Path(args.outputs).read_text(encoding="utf-8").splitlines() if line]
     outputs = {row["key"].removeprefix("laymaker-"): row for row in cached if row["key"].startswith("laymaker-")}
+    if args.measure == "content":
+        from inference.confidence import content_word_confidence
+
+        outputs = {i: dict(row, confidence=content_word_confidence(row["deltas"]))
+                   for i, row in outputs.items() if row.get("deltas") is not None}
     ids = sorted(set(outputs) & set(sources), key=int)
     if not ids:
         raise SystemExit(f"no laymaker outputs in {args.outputs}")
@@ -73,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         crossfit[name] = gate.operating_point([verdicts[i] for i in ids if i in held], fitted.threshold).as_dict()
     design = gate.operating_point(rows, gate.DEFAULT_THRESHOLD)
     model, prompt = models.pop(), prompts.pop()
-    entry = {**chosen.as_dict(), "prompt_version": prompt, "max_rerun_rate": args.max_rerun_rate,
+    entry = {**chosen.as_dict(), "prompt_version": prompt, "measure": args.measure,
+             "max_rerun_rate": args.max_rerun_rate,
              "source": f"python -m bench gate_calibrate --outputs {args.outputs} (laymaker-dev, {len(ids)} rows)"}
     if args.write:
         path = gate.CALIBRATION_FILE
@@ -93,7 +103,8 @@ def _pct(value: float) -> str:
 def _render(model, prompt, design, chosen, crossfit, args) -> str:
     lines = [
         "# Confidence gate: operating point", "",
-        f"Model `{model}`, prompt `{prompt}`, outputs `{args.outputs}` (laymaker-dev). "
+        f"Model `{model}`, prompt `{prompt}`, confidence measure `{args.measure}`, outputs "
+        f"`{args.outputs}` (laymaker-dev). "
         f"Written by `python -m bench gate_calibrate` (clinical/quality/gate.py). "
         f"A row *fails* when its safety or faithfulness check fails; failed checks are a re-run "
         f"reason of their own, so the gate catches every failing row; the column *by confidence* "

@@ -91,7 +91,9 @@ async def run_system(inputs: list[tuple[str, str]], *, engine_name: str, model: 
     ``variant`` (with its ``prompt_version``) joins the provenance. Each
     generated row records ``ttft_ms`` (request sent to the first non-empty
     text), ``ms`` (E2E) and ``prompt_tokens``; with ``need_timing`` cached
-    rows without ``ttft_ms`` are generated again."""
+    rows without ``ttft_ms`` are generated again. New rows also keep their
+    ``deltas`` (``[[text, [token logprob, ...]], ...]``, as streamed) so a
+    confidence measure can be recomputed offline (``bench gate_calibrate``)."""
     from inference.base import GenerationParams
     from inference.confidence import sequence_confidence
     from inference.factory import EngineConfig, create_engine
@@ -139,7 +141,7 @@ async def run_system(inputs: list[tuple[str, str]], *, engine_name: str, model: 
         with open(cache, "a", encoding="utf-8") as out:
             for index, (key, text) in enumerate(todo):
                 messages, extra = messages_for(key, text)
-                pieces, logprobs, first_ms, prompt_tokens = [], [], None, None
+                pieces, logprobs, first_ms, prompt_tokens, deltas = [], [], None, None, []
                 t0 = time.perf_counter()
                 async for delta in engine.generate(f"quality-{key}", messages, GenerationParams(max_tokens=max_tokens)):
                     if delta.prompt_tokens is not None:
@@ -148,10 +150,12 @@ async def run_system(inputs: list[tuple[str, str]], *, engine_name: str, model: 
                         first_ms = round((time.perf_counter() - t0) * 1000, 1)
                     pieces.append(delta.text)
                     logprobs.extend(delta.token_logprobs)
+                    deltas.append([delta.text, [round(lp, 5) for lp in delta.token_logprobs]])
                 output = "".join(pieces)
                 row = {"key": key, "output": output.strip(), "confidence": sequence_confidence(logprobs),
                        "tokens": len(logprobs), "ms": round((time.perf_counter() - t0) * 1000, 1),
-                       "ttft_ms": first_ms, "prompt_tokens": prompt_tokens, **extra, **provenance}
+                       "ttft_ms": first_ms, "prompt_tokens": prompt_tokens, "deltas": deltas,
+                       **extra, **provenance}
                 done[key] = row
                 out.write(json.dumps(row) + "\n")
                 out.flush()
@@ -204,6 +208,9 @@ async def run_examples(rows: list[dict[str, str]], *, k: int, placement: str, fo
         return build_messages(text, examples=examples, placement=placement, prefix_examples=fixed), extra
 
     inputs = [(f"laymaker-{r['ID']}", r["ORIGINAL"]) for r in rows if r["ID"] in plan]
+    if clusters:  # one cluster after another: its prefix stays in the KV cache (warm, as in the product)
+        inputs.sort(key=lambda item: (plan[item[0].removeprefix("laymaker-")][0],
+                                      routers[plan[item[0].removeprefix("laymaker-")][0]].route(item[1])[0]))
     variant = {"prompt_version": EXAMPLES_PROMPT_VERSION, "k": k, "placement": placement, "fold_seed": FOLD_SEED}
     if clusters:
         variant.update(clusters=clusters, per_cluster=per_cluster)
@@ -232,7 +239,9 @@ def _shard(value: str) -> tuple[int, int]:
 
 def score(name: str, sources: list[str], outputs: list[str], references: list[str], *,
           confidences: list[float | None] | None = None, changed: list[bool] | None = None) -> dict:
-    """SARI, FKGL, safety pass rate (and re-run rate when confidences are given)."""
+    """SARI, FKGL, safety pass rate, faithfulness pass rate and flags by
+    kind (and the re-run rate when confidences are given: the product's
+    reasons, low confidence or a failed safety or faithfulness check)."""
     from clinical.quality import measure as quality
     from clinical.quality import readability
 
@@ -245,14 +254,17 @@ def score(name: str, sources: list[str], outputs: list[str], references: list[st
         "fkgl": round(statistics.mean(grades), 2) if grades else None,
         "safety_pass_pct": round(100 * sum(passed) / len(passed), 1),
         "missing_by_kind": _kind_totals(checks),
+        "faithfulness_pass_pct": round(100 * sum(c.faithfulness.passed for c in checks) / len(checks), 1),
+        "faithfulness_flags_by_kind": _flag_totals(checks),
     }
     if changed is not None and any(changed):
         picked = [i for i, c in enumerate(changed) if c]
         result["sari_changed"] = round(corpus_sari([sources[i] for i in picked], [outputs[i] for i in picked],
                                                    [[references[i]] for i in picked]).sari * 100, 2)
     if confidences is not None:
-        reasons = [quality.rerun_reasons(confidence=c, safety_passed=p, threshold=THRESHOLD)
-                   for c, p in zip(confidences, passed)]
+        reasons = [quality.rerun_reasons(confidence=c, safety_passed=p, threshold=THRESHOLD,
+                                         faithfulness_passed=check.faithfulness.passed)
+                   for c, p, check in zip(confidences, passed, checks)]
         result["low_confidence_pct"] = round(100 * sum(quality.LOW_CONFIDENCE in r for r in reasons) / len(reasons), 1)
         result["rerun_pct"] = round(100 * sum(bool(r) for r in reasons) / len(reasons), 1)
         result["rerun_safety_only_pct"] = round(
@@ -268,6 +280,14 @@ def _kind_totals(checks) -> dict[str, int]:
     totals: dict[str, int] = {}
     for check in checks:
         for kind, count in check.safety.missing_counts().items():
+            totals[kind] = totals.get(kind, 0) + count
+    return dict(sorted(totals.items()))
+
+
+def _flag_totals(checks) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for check in checks:
+        for kind, count in check.faithfulness.counts_by_kind().items():
             totals[kind] = totals.get(kind, 0) + count
     return dict(sorted(totals.items()))
 
@@ -432,12 +452,14 @@ def _crossfit_table(results: list[dict]) -> list[str]:
     def cell(r: dict, key: str, fmt: str) -> str:
         return fmt.format(r[key]) if r.get(key) is not None else "–"
 
-    lines = ["| method, rows | n | SARI | SARI (changed) | FKGL out | safety pass | TTFT P50 / P95 (ms) | "
-             "E2E P50 / P95 (ms) | prompt tokens (mean) |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| method, rows | n | SARI | SARI (changed) | FKGL out | safety pass | faithfulness pass | "
+             "TTFT P50 / P95 (ms) | E2E P50 / P95 (ms) | prompt tokens (mean) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(" | ".join([
             f"| {r['system']}", str(r["n"]), cell(r, "sari", "{:.1f}"), cell(r, "sari_changed", "{:.1f}"),
             cell(r, "fkgl", "{:.1f}"), cell(r, "safety_pass_pct", "{:.1f} %"),
+            cell(r, "faithfulness_pass_pct", "{:.1f} %"),
             f"{cell(r, 'ttft_p50', '{:.0f}')} / {cell(r, 'ttft_p95', '{:.0f}')}"
             + (f" (of {r['timed_n']})" if 0 < r.get("timed_n", 0) < r["n"] else ""),
             f"{cell(r, 'e2e_p50', '{:.0f}')} / {cell(r, 'e2e_p95', '{:.0f}')}",
@@ -478,13 +500,13 @@ def _table(results: list[dict]) -> list[str]:
     def cell(r: dict, key: str, fmt: str) -> str:
         return fmt.format(r[key]) if r.get(key) is not None else "–"
 
-    lines = ["| system | n | SARI | SARI (changed only) | FKGL out | safety pass | low confidence | re-run |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| system | n | SARI | SARI (changed only) | FKGL out | safety pass | faithfulness pass | "
+             "low confidence | re-run |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(" | ".join([
             f"| {r['system']}", str(r["n"]), cell(r, "sari", "{:.1f}"), cell(r, "sari_changed", "{:.1f}"),
             cell(r, "fkgl", "{:.1f}"), cell(r, "safety_pass_pct", "{:.1f} %"),
-            cell(r, "low_confidence_pct", "{:.1f} %"), cell(r, "rerun_pct", "{:.1f} %")]) + " |")
+            cell(r, "faithfulness_pass_pct", "{:.1f} %"), cell(r, "low_confidence_pct", "{:.1f} %"), cell(r, "rerun_pct", "{:.1f} %")]) + " |")
     return lines
 
 
@@ -505,7 +527,8 @@ def render(report: dict) -> str:
         "System columns in the CSV: " + ", ".join(f"`{c}`" for c in report["laymaker_system_columns"]) +
         f" ({len(report['laymaker_system_columns'])}; the data's README says six, the file has these).", "",
         *_table(report["laymaker"]), "",
-        f"Input FKGL (mean): {ours['input_fkgl']}. Missing safety items, this system: {ours['missing_by_kind']}.",
+        f"Input FKGL (mean): {ours['input_fkgl']}. Missing safety items, this system: {ours['missing_by_kind']}. "
+        f"Faithfulness flags, this system: {ours.get('faithfulness_flags_by_kind', {})}.",
         *_crossfit_lines(report),
     ]
     if report["cochrane"]:
