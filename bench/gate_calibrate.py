@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-rerun-rate", type=float, default=0.30)
     parser.add_argument("--write", action="store_true", help="ship the threshold in gate_calibration.json")
     parser.add_argument("--report", default="docs/quality/gate-calibration-{prompt}.md")
+    parser.add_argument("--prompt-version", default="",
+                        help="key the operating point under this prompt version instead of the rows' own (the "
+                             "cross-fitted rows of a cluster prompt stand for the product's settings on the full pool)")
     parser.add_argument("--measure", choices=("mean", "content"), default="mean",
                         help="mean: geometric-mean token probability (the cached 'confidence'); content: "
                              "a low percentile of content-word probabilities, from the cached 'deltas' "
@@ -81,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         fitted = gate.threshold_calibrate([verdicts[i] for i in ids if i in fit], max_rerun_rate=args.max_rerun_rate)
         crossfit[name] = gate.operating_point([verdicts[i] for i in ids if i in held], fitted.threshold).as_dict()
     design = gate.operating_point(rows, gate.DEFAULT_THRESHOLD)
-    model, prompt = models.pop(), prompts.pop()
+    model, prompt = models.pop(), args.prompt_version or prompts.pop()
     entry = {**chosen.as_dict(), "prompt_version": prompt, "measure": args.measure,
              "max_rerun_rate": args.max_rerun_rate,
              "source": f"python -m bench gate_calibrate --outputs {args.outputs} (laymaker-dev, {len(ids)} rows)"}
