@@ -488,6 +488,10 @@ _CONTEXT_ONLY = {"back": re.compile(r"(?:your|his|her|my|the|lower|upper|middle|
                  "hand": re.compile(r"(?:your|his|her|my|the|left|right|each|both)\s+$"),
                  "head": re.compile(r"(?<!the )(?:your|his|her|my|the|their)\s+$")}
 
+#: "Keep an eye on / out": an idiom for watching (seen in the outputs: "We
+#: would monitor" became "We would keep an eye on").
+_EYE_IDIOM = re.compile(r"\b(?:keep|keeps|keeping|kept)\s+(?:an|a close)\s+eye\s+(?:on|out)\b")
+
 #: UBERON branches left out of the vocabulary: organism substance
 #: (blood clot, urine, tears), life cycle stage ("adult"), embryo and
 #: embryonic structure.
@@ -673,6 +677,8 @@ def _sites(norm: str, index: dict, *, guard: bool = True, overlap: bool = False
             context = _CONTEXT_ONLY.get(hit) if guard else None
             if context is not None and not context.search(norm[max(0, start - 20):start]):
                 continue
+            if hit == "eye" and _EYE_IDIOM.search(norm[max(0, start - 16):end + 8]):
+                continue  # "keep an eye on": watching, not an eye
             if re.match(r"\s+of\s+(?:your|the|his|her)\s+head\b", norm[end:]) and hit == "back":
                 continue  # "back of your head" is one site, read through LAY_WORDS
             taken[i:i + n] = [True] * n
