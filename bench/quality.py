@@ -238,7 +238,8 @@ def _shard(value: str) -> tuple[int, int]:
 
 
 def score(name: str, sources: list[str], outputs: list[str], references: list[str], *,
-          confidences: list[float | None] | None = None, changed: list[bool] | None = None) -> dict:
+          confidences: list[float | None] | None = None, changed: list[bool] | None = None,
+          threshold: float | None = None) -> dict:
     """SARI, FKGL, safety pass rate, faithfulness pass rate and flags by
     kind (and the re-run rate when confidences are given: the product's
     reasons, low confidence or a failed safety or faithfulness check)."""
@@ -262,7 +263,8 @@ def score(name: str, sources: list[str], outputs: list[str], references: list[st
         result["sari_changed"] = round(corpus_sari([sources[i] for i in picked], [outputs[i] for i in picked],
                                                    [[references[i]] for i in picked]).sari * 100, 2)
     if confidences is not None:
-        reasons = [quality.rerun_reasons(confidence=c, safety_passed=p, threshold=THRESHOLD,
+        reasons = [quality.rerun_reasons(confidence=c, safety_passed=p,
+                                         threshold=THRESHOLD if threshold is None else threshold,
                                          faithfulness_passed=check.faithfulness.passed)
                    for c, p, check in zip(confidences, passed, checks)]
         result["low_confidence_pct"] = round(100 * sum(quality.LOW_CONFIDENCE in r for r in reasons) / len(reasons), 1)
@@ -271,6 +273,7 @@ def score(name: str, sources: list[str], outputs: list[str], references: list[st
             100 * sum(r == [quality.SAFETY_FAILED] for r in reasons) / len(reasons), 1)
         known = [c for c in confidences if c is not None]
         result["confidence_median"] = round(statistics.median(known), 3) if known else None
+        result["threshold"] = THRESHOLD if threshold is None else threshold
     result["input_fkgl"] = round(statistics.mean(
         g for g in (readability.fkgl(s) for s in sources) if g is not None), 2)
     return result
@@ -360,6 +363,11 @@ def main(argv: list[str] | None = None) -> int:
             clusters=args.clusters, per_cluster=args.per_cluster, **options))
         if "today" not in methods:
             facts = dict(retrieved_facts, generation_s=facts["generation_s"])
+    per_sentence = []
+    if "examples" in methods and "today" in methods and args.clusters:  # the per-sentence method beside them
+        per_sentence, _ = asyncio.run(run_examples(
+            rows, k=DEFAULT_K, placement="turns", fold=args.fold, cache=Path(f"{out}-examples-outputs.jsonl"),
+            **options))
     expected = len(inputs) if "today" in methods else 0
     if len(generated) < expected or len(retrieved) < len(crossfit_plan(rows, args.fold)) * ("examples" in methods):
         print("some outputs belong to other shards; run again with --resume once they are done to write the report")
@@ -381,8 +389,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.clusters:
             system_name = (f"{args.clusters} clusters x {args.per_cluster} fixed examples + k={k} retrieved, "
                            f"{placement} (fold {args.fold})")
+    from clinical.quality.gate import gate_threshold
+
+    threshold = gate_threshold(Path(facts.get("model") or args.model or args.engine).name,
+                               ours[0].get("prompt_version", "") if ours else "")
     laymaker = [score(system_name, sources, [g["output"] for g in ours], references,
-                      confidences=[g["confidence"] for g in ours], changed=changed)]
+                      confidences=[g["confidence"] for g in ours], changed=changed, threshold=threshold)]
     laymaker += [score(column, sources, [r[column] for r in rows], references, changed=changed) for column in columns]
     laymaker.append(score("REFERENCE (clinicians)", sources, references, references, changed=changed))
     laymaker.append(score("identity (input copied)", sources, sources, references, changed=changed))
@@ -395,15 +407,27 @@ def main(argv: list[str] | None = None) -> int:
                           confidences=[g["confidence"] for g in ours_c]),
                     score("plain-language summary (reference)", c_sources, c_targets, c_targets),
                     score("identity (input copied)", c_sources, c_sources, c_targets)]
-    crossfit = _crossfit_section(rows, sources, references, changed, ours, retrieved, k=k, placement=placement) \
-        if ("today" in methods and "examples" in methods) else None
+    crossfit = None
+    if "today" in methods and "examples" in methods:
+        from inference.prompts import EXAMPLES_PROMPT_VERSION, PROMPT_VERSION
+
+        compared = [(f"today's prompt ({PROMPT_VERSION})", ours)]
+        if per_sentence:
+            compared.append((f"retrieved per sentence, k={DEFAULT_K}, turns ({EXAMPLES_PROMPT_VERSION})",
+                             _by_rows(rows, per_sentence)))
+        name = (f"cluster prefixes, {args.clusters} clusters x {args.per_cluster} per half pool, k={k} "
+                f"({retrieved[0]['prompt_version'] if retrieved else ''})" if args.clusters else
+                f"retrieved per sentence, k={k}, {placement} ({EXAMPLES_PROMPT_VERSION})")
+        compared.append((name, _by_rows(rows, retrieved)))
+        crossfit = _crossfit_section(rows, sources, references, changed, compared, k=k, placement=placement,
+                                     model=Path(facts.get("model") or args.model or args.engine).name)
     if "today" not in methods:
         crossfit = {"rows": [], "timing": {"retrieved": timing(ours)}}
     ms = [g["ms"] for g in generated if "ms" in g]
     cochrane_ms = [by_key[f"cochrane-{i + 1}"].get("ms", 0) for i in range(len(pairs))]
     report = {
         "command": "python -m bench quality " + " ".join(sys.argv[1:] if argv is None else argv),
-        "threshold": THRESHOLD, "laymaker_n": len(rows), "laymaker_changed_n": sum(changed),
+        "threshold": threshold, "laymaker_n": len(rows), "laymaker_changed_n": sum(changed),
         "laymaker_system_columns": columns, "cochrane_n": len(pairs), "cochrane_total": len(cochrane_pairs()),
         "cochrane_ms_median": round(statistics.median(cochrane_ms), 1) if cochrane_ms else None, "engine": facts,
         "generation_ms_median": round(statistics.median(ms), 1) if ms else None,
@@ -419,33 +443,40 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _crossfit_section(rows, sources, references, changed, ours, retrieved, *, k: int, placement: str) -> dict:
-    """Today's prompt and the retrieval method on the same rows: all, then
-    each cross-fit half (fold A was scored with pool B and vice versa)."""
-    from inference.prompts import EXAMPLES_PROMPT_VERSION, PROMPT_VERSION
+def _by_rows(rows: list[dict], generated: list[dict]) -> list[dict]:
+    by_key = {g["key"]: g for g in generated}
+    return [by_key[f"laymaker-{r['ID']}"] for r in rows]
 
-    by_key = {g["key"]: g for g in retrieved}
-    mine = [by_key[f"laymaker-{r['ID']}"] for r in rows]
-    names = (f"today's prompt ({PROMPT_VERSION})",
-             f"retrieved examples, k={k}, {placement} ({EXAMPLES_PROMPT_VERSION})")
-    results, timings = [], {}
+
+def _crossfit_section(rows, sources, references, changed, compared: list[tuple[str, list[dict]]], *, k: int,
+                      placement: str, model: str) -> dict:
+    """The methods of ``compared`` (``[(name, outputs in row order)]``,
+    today's prompt first) on the same rows: all, then each cross-fit half
+    (fold A was scored with pool B and vice versa). Each method's re-run
+    rate uses the gate's threshold for its own prompt version
+    (:func:`clinical.quality.gate.gate_threshold`)."""
+    from clinical.quality.gate import gate_threshold
+    from inference.examples import FOLD_SEED
+
+    folds = {i: g.get("fold") for i, g in enumerate(compared[-1][1])}
+    results = []
     for label, picked in [("all", range(len(rows)))] + [
-            (f"fold {f}", [i for i, g in enumerate(mine) if g.get("fold") == f]) for f in ("A", "B")]:
+            (f"fold {f}", [i for i, fold in folds.items() if fold == f]) for f in ("A", "B")]:
         picked = list(picked)
         if not picked:
             continue
-        for name, outs in zip(names, (ours, mine)):
+        for name, outs in compared:
+            threshold = gate_threshold(model, outs[0].get("prompt_version", ""))
             result = score(f"{name}, {label}", [sources[i] for i in picked], [outs[i]["output"] for i in picked],
                            [references[i] for i in picked], confidences=[outs[i]["confidence"] for i in picked],
-                           changed=[changed[i] for i in picked])
+                           changed=[changed[i] for i in picked], threshold=threshold)
             result.update(timing([outs[i] for i in picked]))
             results.append(result)
-    timings = {"today": timing(ours), "retrieved": timing(mine)}
-    overlap = sum(r["ID"] in by_key[f"laymaker-{r['ID']}"].get("example_ids", []) for r in rows)
-    from inference.examples import FOLD_SEED
-
+    timings = {name: timing(outs) for name, outs in compared}
+    mine = compared[-1][1]
+    overlap = sum(r["ID"] in g.get("example_ids", []) for r, g in zip(rows, mine))
     return {"rows": results, "timing": timings, "k": k, "placement": placement, "self_examples": overlap,
-            "fold_seed": FOLD_SEED}
+            "fold_seed": FOLD_SEED, "methods": [name for name, _ in compared]}
 
 
 def _crossfit_table(results: list[dict]) -> list[str]:
@@ -453,13 +484,14 @@ def _crossfit_table(results: list[dict]) -> list[str]:
         return fmt.format(r[key]) if r.get(key) is not None else "–"
 
     lines = ["| method, rows | n | SARI | SARI (changed) | FKGL out | safety pass | faithfulness pass | "
-             "TTFT P50 / P95 (ms) | E2E P50 / P95 (ms) | prompt tokens (mean) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "re-run (threshold) | TTFT P50 / P95 (ms) | E2E P50 / P95 (ms) | prompt tokens (mean) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(" | ".join([
             f"| {r['system']}", str(r["n"]), cell(r, "sari", "{:.1f}"), cell(r, "sari_changed", "{:.1f}"),
             cell(r, "fkgl", "{:.1f}"), cell(r, "safety_pass_pct", "{:.1f} %"),
             cell(r, "faithfulness_pass_pct", "{:.1f} %"),
+            f"{cell(r, 'rerun_pct', '{:.1f} %')} ({cell(r, 'threshold', '{:.3f}')})",
             f"{cell(r, 'ttft_p50', '{:.0f}')} / {cell(r, 'ttft_p95', '{:.0f}')}"
             + (f" (of {r['timed_n']})" if 0 < r.get("timed_n", 0) < r["n"] else ""),
             f"{cell(r, 'e2e_p50', '{:.0f}')} / {cell(r, 'e2e_p95', '{:.0f}')}",
@@ -476,23 +508,30 @@ def _crossfit_lines(report: dict) -> list[str]:
         return ["", f"Timing of the {t['timed_n']} generated rows: TTFT P50 {t['ttft_p50']} ms, P95 "
                     f"{t['ttft_p95']} ms; E2E P50 {t['e2e_p50']} ms, P95 {t['e2e_p95']} ms; prompt tokens mean "
                     f"{t['prompt_tokens_mean']}."]
-    today, retrieved = section["timing"]["today"], section["timing"]["retrieved"]
-    added = (retrieved["prompt_tokens_mean"] - today["prompt_tokens_mean"]
-             if retrieved["prompt_tokens_mean"] is not None and today["prompt_tokens_mean"] is not None else None)
+    today = section["timing"][section["methods"][0]]
+    timing_lines = []
+    for name in section["methods"][1:]:
+        t = section["timing"][name]
+        if t["prompt_tokens_mean"] is None or today["prompt_tokens_mean"] is None:
+            continue
+        timing_lines.append(f"* {name}: {t['prompt_tokens_mean'] - today['prompt_tokens_mean']:+.0f} prompt tokens "
+                            f"per request on average (mean {t['prompt_tokens_mean']:.0f}); TTFT P50 "
+                            f"{today['ttft_p50']} → {t['ttft_p50']} ms, P95 {today['ttft_p95']} → {t['ttft_p95']} ms.")
     return [
         "", "## Retrieved examples, cross-fitted (laymaker-dev)", "",
         "Split once (`inference.examples.crossfit_folds`, seed "
-        f"{section['fold_seed']}) into halves A and B over all 250 IDs; each row of A got its "
-        f"k={section['k']} examples ({section['placement']}) from the changed rows of B and vice versa, so no row "
-        f"was scored with a pool it is in (rows whose own ID was among their examples: {section['self_examples']}). "
-        "Same engine, model, greedy decoding and token limit as above; one request at a time, the "
-        "system prompt's KV cache reused between requests (as in the product). TTFT: request sent to "
-        "first text; E2E: to the last token; per sentence.", "",
+        f"{section['fold_seed']}) into halves A and B over all 250 IDs; each row of A got its examples "
+        "from the changed rows of B and vice versa, so no row was scored with a pool it is in (rows whose own "
+        f"ID was among their examples, last method: {section['self_examples']}). Cluster prefixes: each half "
+        "pool cut into k-means clusters, a sentence gets its cluster's fixed examples as turns after the "
+        "system message (a prefix the engine caches per cluster). Same engine, model, greedy decoding and "
+        "token limit as above; one request at a time. Re-run: each method at the gate's threshold for its "
+        "own prompt version, or a failed safety or faithfulness check. TTFT: request sent to first text; "
+        "E2E: to the last token; per sentence, as generated on the shared 2-core machine (see the README's "
+        "latency figures for the product through `make run`).", "",
         *_crossfit_table(section["rows"]), "",
-        f"Prefill added per request: {added:+.0f} prompt tokens on average (today's {today['prompt_tokens_mean']}, "
-        f"retrieval {retrieved['prompt_tokens_mean']}); TTFT P50 {today['ttft_p50']} → {retrieved['ttft_p50']} ms, "
-        f"P95 {today['ttft_p95']} → {retrieved['ttft_p95']} ms." if added is not None else
-        "Today's cached rows carry no timing; run with `--timing` to measure them.",
+        "Prefill added per request against today's prompt:", "",
+        *(timing_lines or ["* today's cached rows carry no timing; run with `--timing` to measure them."]),
     ]
 
 
@@ -521,7 +560,8 @@ def render(report: dict) -> str:
         f"{report['engine'].get('prompt_version', '')} of `inference/prompts.py` (grade 6, English). SARI (Xu et al. 2016, `bench/sari.py`) ×100 against "
         "the clinicians' reference, lower-cased regex tokens; FKGL mean per output (textstat); safety: "
         "`clinical/quality/safety.py`; re-run: confidence < "
-        f"{report['threshold']} or safety check failed (the product's gate).", "",
+        f"{report['threshold']} (the gate's threshold for this model and prompt, clinical/quality/gate.py) or a "
+        "failed safety or faithfulness check (the product's gate).", "",
         f"## laymaker-dev ({report['laymaker_n']} sentences, {report['laymaker_changed_n']} changed by the "
         "clinicians)", "",
         "System columns in the CSV: " + ", ".join(f"`{c}`" for c in report["laymaker_system_columns"]) +
@@ -564,10 +604,10 @@ def notes(report: dict) -> list[str]:
         f"* **Re-run rate (laymaker-dev).** {ours.get('rerun_pct')} % of outputs would be re-run in full precision; "
         f"{ours.get('low_confidence_pct')} % fall below the confidence threshold alone (median confidence "
         f"{ours.get('confidence_median')}), {ours.get('rerun_safety_only_pct')} % are re-run only because the "
-        "safety check failed. The 0.85 threshold comes from the product design, not from this model: a "
-        "1.5B model's geometric-mean token probability on free rewriting sits far below it, so the gate "
-        "fires on nearly everything and separates nothing (see docs/quality/confidence-survey.md). It needs "
-        "calibrating per model; the safety check is the part of the gate that points at a concrete problem.",
+        f"safety check failed. The threshold ({report['threshold']}) is the one calibrated for this model and "
+        "prompt by `python -m bench gate_calibrate` (the design's 0.85 re-runs nearly everything on a 1.5B "
+        "model: docs/quality/confidence-survey.md); the checks are the part of the gate that point at a "
+        "concrete problem.",
         f"* **SARI** rewards changes that agree with the one clinician reference. Copying the input scores "
         f"{identity.get('sari')} (no additions or deletions, only keeps); the reference against itself scores "
         f"{reference.get('sari')}, not 100, because SARI also scores what was kept from the input. "

@@ -125,7 +125,7 @@ def test_the_retrieval_method_is_cross_fitted_and_reported_beside_todays_prompt(
     section = report["crossfit"]
     assert section["self_examples"] == 0
     assert [r["system"].split(",")[0] for r in section["rows"][:2]] == ["today's prompt (2026-11-22.3)",
-                                                                         "retrieved examples"]
+                                                                         "retrieved per sentence"]
     assert section["rows"][0]["n"] == section["rows"][1]["n"] == 6
     assert "## Retrieved examples, cross-fitted" in out.with_suffix(".md").read_text()
 
