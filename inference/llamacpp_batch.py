@@ -7,10 +7,12 @@ thread runs decode steps, and each step is one ``llama_decode`` of one
 
 * one token for every sequence that is generating (the token it sampled at
   the previous step), and
-* a chunk of the prompt of sequences still being read, at most
+* whole chunks of the prompt of sequences still being read, at most
   ``prefill_chunk`` tokens per step in all, oldest request first, so a long
   prompt delays the others' next token by one chunk, never by its whole
-  length.
+  length. A sequence's chunks always start at the same offsets (multiples
+  of ``prefill_chunk`` after its instructions), so its text does not depend
+  on when its neighbours arrived.
 
 Requests join and leave between steps (continuous batching). Each keeps its
 own greedy (or temperature) sampling from its own row of logits, its
@@ -321,12 +323,21 @@ class BatchScheduler:
         for seq in decoding:
             rows.append((seq.seq_id, seq.pending, seq.pos, True))
             owners.append(seq)
+        # Prompt tails are read in whole chunks of ``prefill_chunk`` tokens
+        # counted from the end of the instructions, whatever else runs: a
+        # tail split at other boundaries (a budget shared with another
+        # arrival) is evaluated in another order, which flips near-tie
+        # greedy choices (llama.cpp is not batch-invariant), so a request's
+        # text would depend on its neighbours' timing. A chunk that does not
+        # fit this step's remaining budget waits for the next step.
         budget = self.prefill_chunk
         prompt_rows = 0
         for seq in self._active:
-            if seq.pending is not None or seq.pos >= len(seq.tokens) or budget <= 0:
+            if seq.pending is not None or seq.pos >= len(seq.tokens):
                 continue
-            take = min(budget, len(seq.tokens) - seq.pos)
+            take = min(self.prefill_chunk, len(seq.tokens) - seq.pos)
+            if take > budget:
+                continue
             for i in range(take):
                 last = seq.pos + i == len(seq.tokens) - 1
                 rows.append((seq.seq_id, seq.tokens[seq.pos + i], seq.pos + i, last))
