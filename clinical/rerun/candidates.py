@@ -232,6 +232,32 @@ def span_glossary_pairs(text: str) -> list[tuple[str, str]]:
     return pairs
 
 
+_ARTICLE_BEFORE = re.compile(r"(?<!\w)(a|an|the)\s+$", re.IGNORECASE)
+_DETERMINER_BEFORE = re.compile(r"(?<!\w)(her|his|your|my|their|its|our|this|that|these|those|any|some|no)\s+$",
+                                re.IGNORECASE)
+_ARTICLE_START = re.compile(r"^(a|an|the)\s+", re.IGNORECASE)
+
+
+def _article_fit(text: str, start: int, plain: str) -> tuple[int, str]:
+    """Where a replacement at ``start`` begins, and its words, so that the
+    article before it still fits: "an adrenal adenoma" with "a tumor of the
+    adrenal gland" gives "a tumor of the adrenal gland", not "an a tumor";
+    "a edema"-style mismatches become "an"/"a" by the plain words' first letter."""
+    before = _ARTICLE_BEFORE.search(text[:start])
+    if before is None:
+        if _DETERMINER_BEFORE.search(text[:start]):  # "her a feeling" → "her feeling"
+            return start, _ARTICLE_START.sub("", plain, count=1)
+        return start, plain
+    if _ARTICLE_START.match(plain):
+        fitted = plain if before.group(1)[:1].islower() else plain[:1].upper() + plain[1:]
+        return before.start(), fitted
+    if before.group(1).lower() in ("a", "an"):
+        article = "an" if plain[:1].lower() in "aeiou" else "a"
+        article = article if before.group(1)[:1].islower() else article.capitalize()
+        return before.start(), f"{article} {plain}"
+    return start, plain
+
+
 def span_replacements_apply(*, text: str, pairs: list[tuple[str, str]],
                             language: str = "en") -> tuple[str, list[tuple[str, str]]]:
     """Copy ``text`` and replace the terms of ``pairs`` (the first
@@ -260,7 +286,8 @@ def span_replacements_apply(*, text: str, pairs: list[tuple[str, str]],
                       if not any(m.start() < end and start < m.end() for start, end, _ in spans)), None)
         if match is None:
             continue
-        trial = [*spans, (match.start(), match.end(), plain)]
+        start, fitted = _article_fit(text, match.start(), plain)
+        trial = [*spans, (start, match.end(), fitted)]
         measured = quality.output_quality(input_text=text, output_text=render(trial), language=language)
         if measured.safety.passed and measured.faithfulness.passed:
             spans = trial

@@ -129,6 +129,16 @@ def test_span_replacement_falls_back_on_hpo_layperson_synonyms_when_the_model_na
     assert text == "Enlarged heart ."
 
 
+def test_span_replacement_keeps_the_article_in_front_of_the_plain_words_grammatical():
+    text, _ = candidates.span_replacements_apply(text="Removal of an adrenal adenoma and a edematous lipoma .",
+                                                 pairs=[("adrenal adenoma", "a tumor of the adrenal gland"),
+                                                        ("edematous lipoma", "swollen fatty lump")])
+    assert text == "Removal of a tumor of the adrenal gland and a swollen fatty lump ."
+    text, _ = candidates.span_replacements_apply(text="She came for her generalized malaise .",
+                                                 pairs=[("generalized malaise", "a feeling of being unwell")])
+    assert text == "She came for her feeling of being unwell ."
+
+
 # -- the clinician's note ---------------------------------------------------------
 
 def test_the_note_says_which_candidate_replaced_the_text_and_what_the_first_text_lost():
