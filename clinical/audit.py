@@ -81,7 +81,9 @@ def audit_refusal(*, user, source: str, text: object, outcome: str, error_class:
 
 
 def audit_verification(*, rerun: Rerun) -> AuditEvent:
-    """Record a re-run's outcome; call inside the transaction that stores it."""
+    """Record a re-run's outcome; call inside the transaction that stores it.
+    The candidate kept and the candidates tried go in by name with their
+    checks and figures (``Rerun.candidates``), never their text."""
     translation = rerun.translation
     user, client, actor = _actor(translation.user, translation.source, translation.api_client)
     return AuditEvent.objects.create(
@@ -100,6 +102,7 @@ def audit_verification(*, rerun: Rerun) -> AuditEvent:
         faithfulness_passed=rerun.faithfulness_passed,
         faithfulness_flag_counts=_kind_counts(rerun.faithfulness_flags),
         rerun_reason=translation.rerun_reason,
+        rerun_candidate=rerun.candidate, rerun_candidates=list(rerun.candidates or []),
     )
 
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from clinical.models import RERUN_PRECISION, Rerun, Translation
 from clinical.quality import measure as quality
+from inference.examples import normalise
 
 
 def started_frame(translation: Translation, engine_info) -> dict:
@@ -104,6 +105,54 @@ REASON_MESSAGES = {
     quality.FAITHFULNESS_FAILED: "Faithfulness check: statements the note does not make",
 }
 
+#: What each re-run candidate (clinical.rerun.candidates) did, for the
+#: clinician: the start of ``Rerun.change_note``.
+CANDIDATE_MESSAGES = {
+    "full_precision": "Written again from the same instructions in full precision",
+    "retrieved_examples": "Rewritten with worked examples of similar sentences",
+    "span_replacement": "Rewritten from the original sentence with plain words for the hard terms",
+    "sampled": "Written again from the same instructions with other wording",
+}
+UNCHANGED_MESSAGE = "The diagnosis text as written: no plain-words version passed the checks"
+
+
+def _quoted(items: list[str], limit: int = 3) -> str:
+    shown = [f"'{item}'" for item in dict.fromkeys(items)][:limit]
+    more = len(dict.fromkeys(items)) - len(shown)
+    words = ", ".join(shown[:-1]) + (" and " if len(shown) > 1 else "") + shown[-1]
+    return words + (f" and {more} more" if more > 0 else "")
+
+
+def rerun_change_note(*, translation: Translation, rerun: Rerun) -> str:
+    """Why the verified text replaced the fast one, in plain words for the
+    clinician: which candidate it is and what was wrong with the first
+    text, e.g. "Rewritten from the original sentence with plain words for
+    the hard terms: the first text left out 'left'." Stored on
+    ``Rerun.change_note`` when the re-run completes (so the page, the
+    handout and the frames say the same); empty for a re-run without a
+    candidate (recorded before candidates existed)."""
+    if not rerun.candidate:
+        return ""
+    label = CANDIDATE_MESSAGES.get(rerun.candidate, rerun.candidate)
+    if normalise(rerun.output_text) == normalise(translation.input_text):
+        label = UNCHANGED_MESSAGE
+    why = []
+    missing = [item.get("text", "") for item in translation.safety_missing or [] if item.get("text")]
+    if missing:
+        why.append(f"left out {_quoted(missing)}")
+    added = [flag.get("text", "") for flag in translation.faithfulness_flags or [] if flag.get("text")]
+    if added:
+        why.append(f"added {_quoted(added)}")
+    if quality.LOW_CONFIDENCE in (translation.rerun_reason or "").split(",") and translation.confidence is not None:
+        why.append(f"was written with low confidence ({translation.confidence:.2f})")
+    note = label + (": the first text " + " and ".join(why) if why else "") + "."
+    if rerun.output_text.strip() == translation.output_text.strip():
+        note += " It is the same text as the first one."
+    if rerun.safety_passed is False or rerun.faithfulness_passed is False:
+        note += " No candidate passed both checks; this one has the fewest problems."
+    return note
+
+
 VERIFICATION_MESSAGES = {
     Translation.Verification.PENDING: "Low confidence: queued for verification in full precision…",
     Translation.Verification.RUNNING: "Verifying in full precision…",
@@ -120,9 +169,13 @@ def verification_frame(translation: Translation) -> dict | None:
     "reason"?}`` (``reason``, on ``queued``: the translation's
     ``rerun_reason``), ``{"type": "verified", "id", "text", "confidence",
     "precision", "engine", "model", "queue_wait_ms", "rerun_ms",
-    "tokens_out", "reason", "readability", "safety"}`` (the re-run output's
-    own readability and safety check, see
-    :func:`clinical.quality.measure.rerun_quality_payload`) and
+    "tokens_out", "reason", "candidate", "candidates", "change",
+    "readability", "safety", "faithfulness"}`` (the re-run output's own
+    readability and checks, see
+    :func:`clinical.quality.measure.rerun_quality_payload`; ``candidate``:
+    which of the re-run's candidates replaced the text, ``candidates``: each
+    one tried, checks and figures without text (``Rerun.candidates``),
+    ``change``: why the text changed, :func:`rerun_change_note`) and
     ``{"type": "verification_failed", "id"}``.
     """
     request_id = str(translation.request_id)
@@ -141,14 +194,21 @@ def verification_frame(translation: Translation) -> dict | None:
         return {"type": "verification_failed", "id": request_id, "message": message}
     if state == Translation.Verification.VERIFIED:
         rerun = Rerun.objects.get(translation=translation, precision=RERUN_PRECISION)
+        confidence = "not measured" if rerun.confidence is None else f"{rerun.confidence:.2f}"
         return {"type": "verified", "id": request_id, "text": rerun.output_text,
                 "confidence": rerun.confidence, "precision": rerun.precision,
                 "engine": rerun.engine, "model": rerun.model_name,
                 "queue_wait_ms": rerun.queue_wait_ms, "rerun_ms": rerun.duration_ms,
                 "tokens_out": rerun.tokens_out, "reason": translation.rerun_reason,
+                "candidate": rerun.candidate, "candidates": list(rerun.candidates or []),
+                "change": rerun.change_note,
                 **quality.rerun_quality_payload(rerun),
                 "message": f"Verified in full precision ({rerun.precision}), confidence "
-                           f"{rerun.confidence or 0:.2f}, re-run {rerun.duration_ms or 0:,.0f} ms."
+                           f"{confidence}, re-run {rerun.duration_ms or 0:,.0f} ms."
+                           + (f" {rerun.change_note}" if rerun.change_note else "")
                            + ("" if rerun.safety_passed is not False else
-                              " The safety check still finds facts missing; check the text.")}
+                              " The safety check still finds facts missing; check the text.")
+                           + ("" if rerun.faithfulness_passed is not False else
+                              " The faithfulness check still flags statements the note does not make; "
+                              "check the text.")}
     return None

@@ -255,6 +255,22 @@ class Rerun(models.Model):
     faithfulness_passed = models.BooleanField(null=True, blank=True)
     faithfulness_flags = models.JSONField(default=list, blank=True,
                                           help_text='[{"kind", "text", "start", "end", "detail"}]')
+    # The candidates the re-run tried (clinical.rerun.candidates) and the one kept as output_text.
+    candidate = models.CharField(
+        max_length=32, blank=True,
+        help_text="The candidate whose text is output_text: full_precision, retrieved_examples, "
+                  "span_replacement or sampled (clinical.rerun.candidates).")
+    candidates = models.JSONField(
+        default=list, blank=True,
+        help_text='Every candidate tried, in order, without its text: [{"name", "safety_passed", '
+                  '"faithfulness_passed", "safety_missing", "faithfulness_flags", "confidence", "tokens", '
+                  '"ms", "fkgl", "prompt_version"}] or [{"name", "skipped"}].')
+    engine_precision = models.CharField(
+        max_length=32, blank=True,
+        help_text="The worker engine's own precision label (e.g. fp32, q4_k_m); precision stays the lookup key.")
+    change_note = models.TextField(
+        blank=True, help_text="Why the text changed, in plain words, as the clinician is told "
+                              "(clinical.frames.rerun_change_note).")
 
     class Meta:
         constraints = [
@@ -343,6 +359,11 @@ class AuditEvent(models.Model):
     faithfulness_flag_counts = models.JSONField(
         default=dict, blank=True, help_text='Faithfulness flags by kind, e.g. {"body_site": 1}; no clinical text.')
     rerun_reason = models.CharField(max_length=64, blank=True)
+    rerun_candidate = models.CharField(max_length=32, blank=True,
+                                       help_text="verification: the re-run candidate kept (no clinical text).")
+    rerun_candidates = models.JSONField(
+        default=list, blank=True, help_text="verification: the candidates tried, checks and figures only "
+                                            "(Rerun.candidates; no clinical text).")
 
     objects = AuditEventQuerySet.as_manager()
 

@@ -260,6 +260,13 @@ RERUN_SOFT_TIME_LIMIT_S = int(os.environ.get("RERUN_SOFT_TIME_LIMIT_S", "900"))
 RERUN_TIME_LIMIT_S = int(os.environ.get("RERUN_TIME_LIMIT_S", "960"))
 RERUN_MAX_RETRIES = int(os.environ.get("RERUN_MAX_RETRIES", "3"))
 RERUN_RETRY_BACKOFF_S = int(os.environ.get("RERUN_RETRY_BACKOFF_S", "5"))
+# The re-run's candidates, tried in this order (clinical/rerun/candidates.py;
+# docs/quality/rerun-candidates.md): the same messages greedy (the design's FP32
+# run), the prompt with retrieved examples, the input copied with its hard
+# terms replaced, the same messages sampled. The first that passes both checks
+# at the gate's confidence ends the search; else the best of those tried wins.
+RERUN_CANDIDATES = tuple(name.strip() for name in os.environ.get(
+    "RERUN_CANDIDATES", "full_precision,retrieved_examples,span_replacement,sampled").split(",") if name.strip())
 # A re-run whose task never reached the broker (broker unreachable when the
 # translation completed; Rerun.dispatched_at empty) is sent again by the sweep
 # (clinical.rerun.dispatch.reruns_redispatch, every ORPHAN_SWEEP_INTERVAL_S on each

@@ -1,6 +1,13 @@
 """The confidence gate in the worker: run a requested re-run on the
 worker's full-precision engine and record its output, exactly once.
 
+A re-run tries candidates (:mod:`clinical.rerun.candidates`: the same
+messages greedy, retrieved examples, span replacement on the copied input,
+sampling; ``RERUN_CANDIDATES``) one after another on the worker's engine,
+measures each with the product's checks, stops early at the first that
+passes both checks with the gate's confidence, and keeps the best
+(:func:`clinical.rerun.candidates.candidate_select`).
+
 Called by :func:`clinical.rerun.tasks.translation_verify`; the dispatch side
 is :mod:`clinical.rerun.dispatch`.
 """
@@ -16,12 +23,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from clinical.audit import audit_verification
-from clinical.models import RERUN_PRECISION, Rerun, Translation, translation_messages
+from clinical.frames import rerun_change_note
+from clinical.models import RERUN_PRECISION, Rerun, Translation
 from clinical.quality import measure as quality
+from clinical.rerun import candidates as rerun_candidates
 from clinical.rerun.engine import rerun_engine_get, run_in_engine_loop
 from clinical.rerun.notify import rerun_notify
 from clinical.runtime.log import request_id_var
-from inference.base import GenerationParams, generate_text
+from inference.base import EngineError, GenerationParams, generate_text
 from inference.confidence import sequence_confidence
 
 logger = logging.getLogger(__name__)
@@ -54,9 +63,32 @@ def rerun_start(*, translation_id: int) -> Rerun | None:
 
 @transaction.atomic
 def rerun_complete(*, rerun_id: int, output_text: str, token_logprobs: list[float],
-                   duration_ms: float, engine: str, model_name: str) -> Rerun:
+                   duration_ms: float, engine: str, model_name: str,
+                   candidate: str = rerun_candidates.FULL_PRECISION, candidates: list[dict] | None = None,
+                   engine_precision: str = "") -> Rerun:
     """Store the verified output exactly once and mark the translation
-    verified; the first completion wins, later ones change nothing."""
+    verified; the first completion wins, later ones change nothing.
+
+    Args:
+        rerun_id: the running re-run.
+        output_text: the text kept (the chosen candidate's).
+        token_logprobs: its tokens' natural-log probabilities (its
+            confidence; empty: no confidence).
+        duration_ms: the whole re-run's generation time, every candidate
+            tried (ms).
+        engine, model_name: the worker engine's backend and model.
+        candidate: the name of the candidate kept
+            (:data:`clinical.rerun.candidates.CANDIDATE_NAMES`).
+        candidates: every candidate's record, without text
+            (:meth:`clinical.rerun.candidates.Candidate.record`).
+        engine_precision: the engine's own precision label.
+
+    The output is checked again here (readability, safety, faithfulness)
+    and the clinician's note on why the text changed is written
+    (:func:`clinical.frames.rerun_change_note`). A kept text that still
+    fails a check is stored as verified with its failed checks, which the
+    page, the handout and the frame show as needing review.
+    """
     rerun = Rerun.objects.select_for_update().select_related("translation").get(pk=rerun_id)
     if rerun.status == Rerun.Status.COMPLETED:
         return rerun
@@ -66,6 +98,9 @@ def rerun_complete(*, rerun_id: int, output_text: str, token_logprobs: list[floa
     rerun.tokens_out = len(token_logprobs)
     rerun.duration_ms = round(duration_ms, 1)
     rerun.engine, rerun.model_name = engine, model_name
+    rerun.engine_precision = engine_precision
+    rerun.candidate = candidate
+    rerun.candidates = list(candidates or [])
     rerun.finished_at = timezone.now()
     rerun.error_class = ""
     translation = rerun.translation
@@ -77,6 +112,7 @@ def rerun_complete(*, rerun_id: int, output_text: str, token_logprobs: list[floa
     rerun.safety_missing = measured.safety.missing_dicts()
     rerun.faithfulness_passed = measured.faithfulness.passed
     rerun.faithfulness_flags = measured.faithfulness.flag_dicts()
+    rerun.change_note = rerun_change_note(translation=translation, rerun=rerun)
     rerun.save()
     _verification_conclude(rerun=rerun, state=Translation.Verification.VERIFIED)
     return rerun
@@ -107,34 +143,118 @@ def _verification_conclude(*, rerun: Rerun, state: str) -> None:
     transaction.on_commit(lambda: rerun_notify(translation=translation))
 
 
-async def _generate_bounded(engine, request_id: str, messages) -> tuple[str, list[float]]:
-    """The re-run's generation, stopped at ``RERUN_SOFT_TIME_LIMIT_S``:
-    Celery's solo pool (the worker's, for vLLM) enforces no time limit, so a
-    hung engine would otherwise hold the lane for ever.
+async def _generate_bounded(engine, request_id: str, messages, params: GenerationParams | None = None,
+                            timeout_s: float | None = None) -> tuple[str, list[float]]:
+    """One generation of the re-run, stopped after ``timeout_s`` seconds
+    (default ``RERUN_SOFT_TIME_LIMIT_S``): Celery's solo pool (the worker's,
+    for vLLM) enforces no time limit, so a hung engine would otherwise hold
+    the lane for ever.
 
     Raises:
-        TimeoutError: the limit passed; the engine request is aborted (the
-            task then records the re-run as failed and takes the next job).
+        TimeoutError: the limit passed; the engine request is aborted.
     """
+    params = params or GenerationParams(max_tokens=settings.MAX_OUTPUT_TOKENS)
+    timeout_s = settings.RERUN_SOFT_TIME_LIMIT_S if timeout_s is None else timeout_s
     try:
-        return await asyncio.wait_for(
-            generate_text(engine, request_id, messages, GenerationParams(max_tokens=settings.MAX_OUTPUT_TOKENS)),
-            timeout=settings.RERUN_SOFT_TIME_LIMIT_S)
+        return await asyncio.wait_for(generate_text(engine, request_id, messages, params), timeout=max(timeout_s, 0.001))
     except TimeoutError:
         await engine.abort(request_id)
-        logger.error("re-run stopped at its time limit of %s s", settings.RERUN_SOFT_TIME_LIMIT_S)
+        logger.error("re-run generation %s stopped at its time limit (%.1f s left of RERUN_SOFT_TIME_LIMIT_S=%s)",
+                     request_id, timeout_s, settings.RERUN_SOFT_TIME_LIMIT_S)
         raise
 
 
+def rerun_candidates_run(*, translation: Translation, engine, request_prefix: str,
+                         names: tuple[str, ...] | None = None,
+                         time_limit_s: float | None = None) -> tuple[rerun_candidates.Candidate, list[dict]]:
+    """Generate and measure the candidates ``names`` (default
+    ``RERUN_CANDIDATES``) for ``translation`` in order on ``engine``, and
+    pick one (:func:`clinical.rerun.candidates.candidate_select`).
+
+    Stops early once a candidate is good enough
+    (:func:`clinical.rerun.candidates.candidate_good_enough`). All of them
+    share one time budget, ``time_limit_s`` (default
+    ``RERUN_SOFT_TIME_LIMIT_S``) seconds from the start: a candidate that
+    runs past it, or whose engine request fails, ends the search with the
+    candidates already measured. When none of ``names`` applies to the
+    translation, ``full_precision`` runs instead.
+
+    Args:
+        translation: the translation being re-run.
+        engine: a started :class:`inference.base.Engine`.
+        request_prefix: engine request ids are ``<prefix>-<candidate name>``.
+
+    Returns:
+        ``(chosen candidate, records)``: ``records`` has one entry per
+        candidate in ``names`` that was tried or skipped (``{"name",
+        "skipped"}``, ``{"name", "outcome": "timeout"|"engine_error"}``, or
+        :meth:`~clinical.rerun.candidates.Candidate.record`).
+
+    Raises:
+        TimeoutError: the time budget ran out before any candidate finished.
+        inference.EngineError: the engine failed before any candidate finished.
+        django.core.exceptions.ImproperlyConfigured: ``RERUN_CANDIDATES`` names
+            an unknown candidate.
+    """
+    names = names or rerun_candidates.candidate_names()
+    budget_s = settings.RERUN_SOFT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
+    deadline = time.monotonic() + budget_s
+    measured: list[rerun_candidates.Candidate] = []
+    records: list[dict] = []
+    for name in names:
+        plan = rerun_candidates.candidate_plan(translation=translation, name=name)
+        if plan.skipped:
+            records.append({"name": name, "skipped": plan.skipped})
+            continue
+        started = time.perf_counter()
+        try:
+            text, logprobs = run_in_engine_loop(_generate_bounded(
+                engine, f"{request_prefix}-{name}", plan.messages, plan.params,
+                timeout_s=deadline - time.monotonic()))
+        except (TimeoutError, EngineError) as exc:
+            if not measured:
+                raise
+            outcome = "timeout" if isinstance(exc, TimeoutError) else "engine_error"
+            logger.warning("re-run candidate %s ended the search: %s", name, outcome)
+            records.append({"name": name, "outcome": outcome})
+            break
+        ms = (time.perf_counter() - started) * 1000
+        replaced = None
+        if name == rerun_candidates.SPAN_REPLACEMENT:
+            text, replaced = rerun_candidates.span_candidate_text(text=translation.input_text, answer=text,
+                                                                  language=translation.language)
+        candidate = rerun_candidates.candidate_measure(translation=translation, name=name, text=text,
+                                                       logprobs=logprobs, ms=ms, prompt_version=plan.prompt_version,
+                                                       replaced=replaced)
+        measured.append(candidate)
+        records.append(candidate.record())
+        logger.info("re-run candidate %s safety=%s faithfulness=%s confidence=%s tokens=%d ms=%.0f",
+                    name, candidate.quality.safety.passed, candidate.quality.faithfulness.passed,
+                    None if candidate.confidence is None else round(candidate.confidence, 3),
+                    len(logprobs), ms)
+        if rerun_candidates.candidate_good_enough(candidate, model_name=translation.model_name):
+            break
+    if not measured:  # none of the candidates named applies (say, retrieved examples for two sentences)
+        chosen, fallback = rerun_candidates_run(translation=translation, engine=engine, request_prefix=request_prefix,
+                                                names=(rerun_candidates.FULL_PRECISION,),
+                                                time_limit_s=deadline - time.monotonic())
+        return chosen, records + fallback
+    chosen = rerun_candidates.candidate_select(measured, reading_level=translation.reading_level)
+    return chosen, records
+
+
 def rerun_execute(*, translation_id: int) -> Rerun | None:
-    """The task body: run the re-run on the worker's engine and record it.
+    """The task body: run the re-run's candidates on the worker's engine
+    (:func:`rerun_candidates_run`) and record the one kept.
 
     Returns:
         The completed re-run, or ``None`` if there was nothing to do.
 
     Raises:
-        inference.EngineError: generation failed (the task retries).
-        TimeoutError: it ran past ``RERUN_SOFT_TIME_LIMIT_S`` (not retried).
+        inference.EngineError: generation failed before any candidate
+            finished (the task retries).
+        TimeoutError: it ran past ``RERUN_SOFT_TIME_LIMIT_S`` before any
+            candidate finished (not retried).
     """
     rerun = rerun_start(translation_id=translation_id)
     if rerun is None:
@@ -145,11 +265,14 @@ def rerun_execute(*, translation_id: int) -> Rerun | None:
     rerun_notify(translation=translation)
     engine = rerun_engine_get()
     started = time.perf_counter()
-    text, logprobs = run_in_engine_loop(_generate_bounded(
-        engine, f"{translation.request_id}-{RERUN_PRECISION}-{rerun.attempts}", translation_messages(translation)))
+    chosen, records = rerun_candidates_run(
+        translation=translation, engine=engine,
+        request_prefix=f"{translation.request_id}-{RERUN_PRECISION}-{rerun.attempts}")
     duration_ms = (time.perf_counter() - started) * 1000
-    done = rerun_complete(rerun_id=rerun.pk, output_text=text.strip(), token_logprobs=logprobs,
-                          duration_ms=duration_ms, engine=engine.info.engine, model_name=engine.info.model)
-    logger.info("re-run completed precision=%s tokens=%d duration_ms=%.0f attempt=%d",
-                RERUN_PRECISION, len(logprobs), duration_ms, done.attempts)
+    done = rerun_complete(rerun_id=rerun.pk, output_text=chosen.text, token_logprobs=list(chosen.logprobs),
+                          duration_ms=duration_ms, engine=engine.info.engine, model_name=engine.info.model,
+                          candidate=chosen.name, candidates=records, engine_precision=engine.info.precision)
+    logger.info("re-run completed precision=%s candidate=%s tried=%d tokens=%d duration_ms=%.0f attempt=%d",
+                RERUN_PRECISION, chosen.name, sum(1 for r in records if "skipped" not in r),
+                len(chosen.logprobs), duration_ms, done.attempts)
     return done

@@ -1,0 +1,463 @@
+"""The re-run's candidates: what the worker generates when the confidence
+gate fires, how each is scored, and which one replaces the fast text.
+
+On the CPU the full-precision re-run of the same messages reproduces the
+fast text word for word (docs/quality/confidence-survey.md: 7 of 10 identical),
+so re-running only that repeats the output the gate did not trust. The
+re-run therefore tries up to four candidates, in the order of
+``RERUN_CANDIDATES`` (default :data:`CANDIDATE_NAMES`):
+
+``full_precision``
+    the translation's own messages, greedy: the seed's design (on a GPU the
+    FP32 run of the fast path's FP8 prompt).
+``retrieved_examples``
+    the prompt with worked examples retrieved for the sentence
+    (:func:`inference.examples.default_pool`, ``k`` = 6, the measured
+    default), English output and one sentence only. When the fast run
+    already used retrieved examples (``EXAMPLES_PROMPT_VERSION``) it
+    gets ``k`` = 8, so the prompt is not the same one again.
+``span_replacement``
+    the input copied, with only its hard terms replaced by plain words: the
+    model is asked for ``term => plain words`` lines
+    (:data:`SPAN_SYSTEM_PROMPT`), and HPO layperson synonyms
+    (:mod:`clinical.quality.glossary`) fill in terms it missed. Each
+    replacement is kept only if the text with it still passes the safety and
+    faithfulness checks (:func:`span_replacements_apply`), so the candidate
+    passes both checks by construction: the safety net. English output only.
+``sampled``
+    the translation's messages at temperature :data:`SAMPLED_TEMPERATURE`.
+    ``GenerationParams`` has no per-request seed; llama.cpp samples from the
+    engine's own RNG, seeded when the worker loads it (seed 0), vLLM from its
+    own, so a sampled candidate is reproducible only within one worker's
+    sequence of requests.
+
+Each candidate is measured the way the product measures an output
+(:func:`clinical.quality.measure.output_quality`: safety, faithfulness,
+readability) plus its confidence (:func:`inference.confidence.sequence_confidence`);
+:func:`candidate_select` picks the one that replaces the fast text (rule and
+its source there) and :func:`candidate_good_enough` says when to stop early.
+Plain functions over values: the engine calls are in
+:mod:`clinical.rerun.execute`.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import math
+import re
+from dataclasses import dataclass, field
+from functools import cache
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from clinical.models import Translation, translation_messages
+from clinical.quality import glossary
+from clinical.quality import measure as quality
+from clinical.quality.gate import gate_threshold
+from clinical.quality.safety import find_drugs
+from inference.base import GenerationParams
+from inference.confidence import sequence_confidence
+from inference.examples import default_pool, normalise, split_sentences
+from inference.prompts import EXAMPLES_PROMPT_VERSION, build_messages
+
+FULL_PRECISION = "full_precision"
+RETRIEVED_EXAMPLES = "retrieved_examples"
+SPAN_REPLACEMENT = "span_replacement"
+SAMPLED = "sampled"
+#: Every candidate, in the default order (``RERUN_CANDIDATES``).
+CANDIDATE_NAMES = (FULL_PRECISION, RETRIEVED_EXAMPLES, SPAN_REPLACEMENT, SAMPLED)
+
+#: Examples for ``retrieved_examples``: the measured default, or more when the
+#: fast run already had that many (a different prompt, not the same one again).
+RETRIEVED_K = 6
+RETRIEVED_K_AGAIN = 8
+#: Temperature of ``sampled`` (0.7: varied wording that still follows the
+#: prompt; the logprobs recorded are the untempered ones, see the engines).
+SAMPLED_TEMPERATURE = 0.7
+#: Most words a replacement may have: plain words for a term, not an explanation.
+SPAN_MAX_WORDS = 8
+
+#: Version of the span prompt below; recorded per candidate.
+SPAN_PROMPT_VERSION = "span-2026-11-25.1"
+SPAN_SYSTEM_PROMPT = """You help a patient read one sentence of a clinician's note.
+List the medical words, abbreviations and jargon in the sentence that a patient would not understand, one per line, as:
+term => plain words
+Copy each term exactly as it is written in the sentence. The plain words replace the term inside the sentence, so they must fit there and say the same thing.
+Do not list numbers, doses, drug names, left or right, or words such as no and not. Write nothing else."""
+SPAN_EXAMPLE_NOTE = "Chest x-ray shows cardiomegaly without pleural effusion ."
+SPAN_EXAMPLE_ANSWER = "cardiomegaly => an enlarged heart\npleural effusion => fluid around the lungs"
+
+
+def candidate_names() -> tuple[str, ...]:
+    """The candidates to try, in order, from ``settings.RERUN_CANDIDATES``
+    (a comma list of :data:`CANDIDATE_NAMES`).
+
+    Raises:
+        ImproperlyConfigured: an unknown name, or none at all.
+    """
+    names = tuple(settings.RERUN_CANDIDATES)
+    unknown = [name for name in names if name not in CANDIDATE_NAMES]
+    if unknown or not names:
+        raise ImproperlyConfigured(f"RERUN_CANDIDATES must list some of {', '.join(CANDIDATE_NAMES)}; "
+                                   f"got {','.join(names) or 'nothing'}")
+    return names
+
+
+@dataclass(frozen=True)
+class CandidatePlan:
+    """One generation to run for a candidate.
+
+    Attributes:
+        name: one of :data:`CANDIDATE_NAMES`.
+        messages: the chat to generate from.
+        params: sampling settings (``max_tokens`` in tokens).
+        prompt_version: the version of ``messages`` (the gate's threshold is
+            calibrated per prompt version).
+        skipped: why the candidate does not apply to this translation
+            (``messages`` is then empty and nothing is generated).
+    """
+
+    name: str
+    messages: list[dict[str, str]]
+    params: GenerationParams
+    prompt_version: str
+    skipped: str = ""
+
+
+def candidate_plan(*, translation: Translation, name: str) -> CandidatePlan:
+    """What to generate for candidate ``name`` of ``translation`` (see the
+    module docstring); ``span_replacement`` generates its term list here and
+    builds its text with :func:`span_candidate_text`.
+
+    Raises:
+        KeyError: ``name`` is not one of :data:`CANDIDATE_NAMES`.
+    """
+    max_tokens = settings.MAX_OUTPUT_TOKENS
+    if name == FULL_PRECISION:
+        return CandidatePlan(name, translation_messages(translation), GenerationParams(max_tokens=max_tokens),
+                             translation.prompt_version)
+    if name == SAMPLED:
+        return CandidatePlan(name, translation_messages(translation),
+                             GenerationParams(max_tokens=max_tokens, temperature=SAMPLED_TEMPERATURE),
+                             translation.prompt_version)
+    if name == RETRIEVED_EXAMPLES:
+        if translation.language != "en" or len(split_sentences(translation.input_text)) != 1:
+            return CandidatePlan(name, [], GenerationParams(), EXAMPLES_PROMPT_VERSION,
+                                 skipped="not one sentence in English")
+        k = RETRIEVED_K_AGAIN if translation.prompt_version == EXAMPLES_PROMPT_VERSION else RETRIEVED_K
+        examples = default_pool().retrieve(translation.input_text, k=k)
+        messages = build_messages(translation.input_text, reading_level=translation.reading_level,
+                                  language=translation.language, examples=examples)
+        return CandidatePlan(name, messages, GenerationParams(max_tokens=max_tokens), EXAMPLES_PROMPT_VERSION)
+    if name == SPAN_REPLACEMENT:
+        if translation.language != "en":
+            return CandidatePlan(name, [], GenerationParams(), SPAN_PROMPT_VERSION,
+                                 skipped="the copied sentence is English")
+        return CandidatePlan(name, span_messages(translation.input_text),
+                             GenerationParams(max_tokens=min(max_tokens, 128)), SPAN_PROMPT_VERSION)
+    raise KeyError(name)
+
+
+# --------------------------------------------------------------- span replacement
+
+def span_messages(text: str) -> list[dict[str, str]]:
+    """The chat asking for ``term => plain words`` lines for ``text``:
+    ``[system, example user, example assistant, user]``."""
+    return [{"role": "system", "content": SPAN_SYSTEM_PROMPT},
+            {"role": "user", "content": SPAN_EXAMPLE_NOTE},
+            {"role": "assistant", "content": SPAN_EXAMPLE_ANSWER},
+            {"role": "user", "content": text.strip()}]
+
+
+_ARROW = re.compile(r"\s*(?:=>|->|→)\s*")
+_SIDES_AND_NEGATIONS = re.compile(r"\b(left|right|bilateral|both|no|not|non|without|denies|negative|absent)\b",
+                                  re.IGNORECASE)
+
+
+@cache
+def _easy_words() -> frozenset[str]:
+    """The Dale-Chall list of easy English words that textstat ships (the
+    list :mod:`clinical.quality.glossary` uses to leave plain terms out)."""
+    words = importlib.resources.files("textstat").joinpath("resources/en/easy_words.txt")
+    return frozenset(w.strip().lower() for w in words.read_text(encoding="utf-8").splitlines())
+
+
+def _easy(word: str) -> bool:
+    """On the easy list, itself or as a plain inflection of an easy word
+    ("marked", "lungs")."""
+    easy = _easy_words()
+    return word in easy or any(word.endswith(end) and word[: -len(end)] in easy
+                               for end in ("s", "es", "ed", "d", "ing", "ly"))
+
+
+def span_lines_parse(answer: str) -> list[tuple[str, str]]:
+    """Read the model's ``term => plain words`` lines.
+
+    A line is kept when it has a term and plain words that differ from it,
+    the plain words have at most :data:`SPAN_MAX_WORDS` words, and the term
+    is hard (a word not on the Dale-Chall easy list, nor an inflection of
+    one) and names no number,
+    drug, side or negation (those facts must stay as written).
+
+    Returns:
+        ``[(term, plain words)]`` in the answer's order, the term as written
+        by the model (matched against the sentence later).
+    """
+    pairs: list[tuple[str, str]] = []
+    for line in answer.splitlines():
+        parts = _ARROW.split(line.strip(), maxsplit=1)
+        if len(parts) != 2:
+            continue
+        term = parts[0].lstrip("-*•0123456789.) ").strip().strip("\"'`*").strip()
+        plain = parts[1].strip().strip("\"'`*").strip().rstrip(".;,").strip()
+        words = re.findall(r"[a-z][a-z'-]*", term.lower())
+        if (not term or not plain or plain.lower() == term.lower() or len(plain.split()) > SPAN_MAX_WORDS
+                or not words or all(_easy(w) for w in words) or re.search(r"\d", term)
+                or _SIDES_AND_NEGATIONS.search(term) or find_drugs(term)):
+            continue
+        pairs.append((term, plain))
+    return pairs
+
+
+def span_glossary_pairs(text: str) -> list[tuple[str, str]]:
+    """Replacements from the vocabulary: each HPO term of ``text`` that has
+    a layperson synonym (:data:`clinical.quality.glossary.HPO_LAYPERSON`),
+    e.g. ``("pericardial effusion", "fluid around heart")``."""
+    pairs = []
+    for term in glossary.glossary_terms(text):
+        if term.source == glossary.HPO_LAYPERSON:
+            plain = term.definition.rstrip(".")
+            pairs.append((term.term, plain[:1].lower() + plain[1:] if not plain[:2].isupper() else plain))
+    return pairs
+
+
+_ARTICLE_BEFORE = re.compile(r"(?<!\w)(a|an|the)\s+$", re.IGNORECASE)
+_DETERMINER_BEFORE = re.compile(r"(?<!\w)(her|his|your|my|their|its|our|this|that|these|those|any|some|no)\s+$",
+                                re.IGNORECASE)
+_ARTICLE_START = re.compile(r"^(a|an|the)\s+", re.IGNORECASE)
+
+
+def _article_fit(text: str, start: int, plain: str) -> tuple[int, str]:
+    """Where a replacement at ``start`` begins, and its words, so that the
+    article before it still fits: "an adrenal adenoma" with "a tumor of the
+    adrenal gland" gives "a tumor of the adrenal gland", not "an a tumor";
+    "a edema"-style mismatches become "an"/"a" by the plain words' first letter."""
+    before = _ARTICLE_BEFORE.search(text[:start])
+    if before is None:
+        if _DETERMINER_BEFORE.search(text[:start]):  # "her a feeling" → "her feeling"
+            return start, _ARTICLE_START.sub("", plain, count=1)
+        return start, plain
+    if _ARTICLE_START.match(plain):
+        fitted = plain if before.group(1)[:1].islower() else plain[:1].upper() + plain[1:]
+        return before.start(), fitted
+    if before.group(1).lower() in ("a", "an"):
+        article = "an" if plain[:1].lower() in "aeiou" else "a"
+        article = article if before.group(1)[:1].islower() else article.capitalize()
+        return before.start(), f"{article} {plain}"
+    return start, plain
+
+
+def span_replacements_apply(*, text: str, pairs: list[tuple[str, str]],
+                            language: str = "en") -> tuple[str, list[tuple[str, str]]]:
+    """Copy ``text`` and replace the terms of ``pairs`` (the first
+    occurrence not inside one already replaced, whole words, any case) by their plain words, one at a time, keeping a
+    replacement only when the text with it still passes the safety and
+    faithfulness checks against ``text``. So the result passes both checks whenever ``text``
+    itself does (a copy always passes the safety check).
+
+    Returns:
+        ``(new text, [(term as written in text, plain words)])`` with the
+        replacements kept, in the order applied.
+    """
+    spans: list[tuple[int, int, str]] = []
+    kept: list[tuple[str, str]] = []
+
+    def render(chosen: list[tuple[int, int, str]]) -> str:
+        out, at = [], 0
+        for start, end, plain in sorted(chosen):
+            out += [text[at:start], plain]
+            at = end
+        result = "".join(out) + text[at:]
+        return result[:1].upper() + result[1:] if chosen and min(chosen)[0] == 0 else result
+
+    for term, plain in pairs:
+        match = next((m for m in re.finditer(rf"(?<!\w){re.escape(term)}(?!\w)", text, re.IGNORECASE)
+                      if not any(m.start() < end and start < m.end() for start, end, _ in spans)), None)
+        if match is None:
+            continue
+        start, fitted = _article_fit(text, match.start(), plain)
+        trial = [*spans, (start, match.end(), fitted)]
+        measured = quality.output_quality(input_text=text, output_text=render(trial), language=language)
+        if measured.safety.passed and measured.faithfulness.passed:
+            spans = trial
+            kept.append((match.group(0), plain))
+    return render(spans), kept
+
+
+def span_candidate_text(*, text: str, answer: str, language: str = "en") -> tuple[str, list[tuple[str, str]]]:
+    """The ``span_replacement`` text: ``text`` with the model's replacements
+    (``answer``, :func:`span_lines_parse`) then the vocabulary's
+    (:func:`span_glossary_pairs`) for terms it missed, longer terms first
+    within each, through :func:`span_replacements_apply`."""
+    model_pairs = sorted(span_lines_parse(answer), key=lambda p: -len(p[0]))
+    seen = {term.lower() for term, _ in model_pairs}
+    vocabulary = sorted((p for p in span_glossary_pairs(text) if p[0].lower() not in seen), key=lambda p: -len(p[0]))
+    return span_replacements_apply(text=text.strip(), pairs=[*model_pairs, *vocabulary], language=language)
+
+
+# --------------------------------------------------------------- scoring
+
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate's output, measured.
+
+    Attributes:
+        name: one of :data:`CANDIDATE_NAMES`.
+        input_text: the translation's input it was measured against.
+        text: the output text (stripped).
+        logprobs: natural-log probability of each generated token; for
+            ``span_replacement``, those of its term list.
+        ms: generation time (ms).
+        prompt_version: the version of the messages it was generated from.
+        quality: the product's measures of ``text`` against the input.
+        replaced: ``span_replacement`` only: ``[(term, plain words)]`` kept.
+        copied: the text was built from the input, not written by the model
+            (``span_replacement``).
+    """
+
+    name: str
+    input_text: str
+    text: str
+    logprobs: tuple[float, ...]
+    ms: float
+    prompt_version: str
+    quality: quality.OutputQuality
+    replaced: tuple[tuple[str, str], ...] = ()
+    copied: bool = False
+    confidence: float | None = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "confidence", sequence_confidence(self.logprobs))
+
+    @property
+    def passed(self) -> bool:
+        """Both checks pass: nothing of the input lost, nothing added."""
+        return self.quality.safety.passed and self.quality.faithfulness.passed
+
+    @property
+    def problems(self) -> int:
+        """Facts the safety check finds missing plus statements the
+        faithfulness check flags (0 when :attr:`passed`)."""
+        return len(self.quality.safety.missing) + len(self.quality.faithfulness.flags)
+
+    def record(self) -> dict:
+        """The compact record stored on ``Rerun.candidates`` and in the audit
+        event, no clinical text: ``{"name", "safety_passed",
+        "faithfulness_passed", "safety_missing": {kind: n},
+        "faithfulness_flags": {kind: n}, "confidence", "tokens", "ms",
+        "fkgl", "prompt_version"}`` (+ ``"replaced": n`` for span
+        replacement)."""
+        record = {
+            "name": self.name,
+            "safety_passed": self.quality.safety.passed,
+            "faithfulness_passed": self.quality.faithfulness.passed,
+            "safety_missing": self.quality.safety.missing_counts(),
+            "faithfulness_flags": self.quality.faithfulness.counts_by_kind(),
+            "confidence": None if self.confidence is None else round(self.confidence, 4),
+            "tokens": len(self.logprobs),
+            "ms": round(self.ms, 1),
+            "fkgl": self.quality.readability.output_fkgl,
+            "prompt_version": self.prompt_version,
+        }
+        if self.copied:
+            record["replaced"] = len(self.replaced)
+        return record
+
+
+def candidate_measure(*, translation: Translation, name: str, text: str, logprobs: list[float], ms: float,
+                      prompt_version: str, replaced: list[tuple[str, str]] | None = None) -> Candidate:
+    """Measure one candidate's ``text`` against the translation's input
+    (:func:`clinical.quality.measure.output_quality`, about 10 ms)."""
+    measured = quality.output_quality(input_text=translation.input_text, output_text=text.strip(),
+                                      language=translation.language)
+    return Candidate(name=name, input_text=translation.input_text, text=text.strip(), logprobs=tuple(logprobs), ms=ms, prompt_version=prompt_version,
+                     quality=measured, replaced=tuple(replaced or ()), copied=name == SPAN_REPLACEMENT)
+
+
+def candidate_tier(candidate: Candidate) -> int:
+    """2: a text the model wrote that is not the input again; 1: the input
+    with at least one term replaced; 0: the input unchanged (same words and
+    punctuation, any case or spacing: :func:`inference.examples.normalise`)."""
+    if normalise(candidate.text) == normalise(candidate.input_text):
+        return 0
+    return 1 if candidate.copied else 2
+
+
+def _fkgl_within(candidate: Candidate, reading_level: int) -> bool:
+    fkgl = candidate.quality.readability.output_fkgl
+    return fkgl is not None and fkgl <= reading_level
+
+
+def candidate_select(candidates: list[Candidate], *, reading_level: int) -> Candidate:
+    """The candidate that replaces the fast text.
+
+    Rule: among the candidates that pass both the safety and the
+    faithfulness check, the best by, in order,
+
+    1. what it is (:func:`candidate_tier`): a text the model wrote that
+       differs from the input, above the input with some terms replaced
+       (``span_replacement``, the safety net: on laymaker-dev it scored
+       SARI 35.4 against 40.4 for retrieved examples, issue 22, and its
+       confidence is that of a term list, not of the text), above the
+       input unchanged (it passes every check but explains nothing);
+    2. confidence rounded to 0.01 (geometric-mean token probability, the
+       gate's own score: higher is the model's more certain reading. It is a
+       weak ranker of failing outputs (AUROC 0.57,
+       clinical/quality/gate_calibration.json), so it only orders outputs
+       that already passed both checks; across these candidates it also
+       follows the measured order, retrieved examples above the plain
+       prompt above sampling, which draws less likely tokens by design);
+    3. FKGL at or under ``reading_level`` (the grade the clinician asked for);
+    4. lower FKGL;
+    5. earlier in ``RERUN_CANDIDATES``.
+
+    When none passes, the one with the fewest failed checks, then the fewest
+    problems (missing facts plus flagged statements), then the highest
+    confidence, then the earliest: the caller records it and its failed
+    checks, so the clinician is told to review it.
+
+    Args:
+        candidates: measured candidates in the order they were generated.
+        reading_level: the US grade asked for.
+
+    Raises:
+        ValueError: ``candidates`` is empty.
+    """
+    if not candidates:
+        raise ValueError("no candidate to select from")
+    order = {id(c): index for index, c in enumerate(candidates)}
+    passing = [c for c in candidates if c.passed]
+    if passing:
+        return max(passing, key=lambda c: (
+            candidate_tier(c),
+            round(c.confidence, 2) if c.confidence is not None else -1.0,
+            _fkgl_within(c, reading_level),
+            -(c.quality.readability.output_fkgl if c.quality.readability.output_fkgl is not None else math.inf),
+            -order[id(c)]))
+    return min(candidates, key=lambda c: (
+        (not c.quality.safety.passed) + (not c.quality.faithfulness.passed),
+        c.problems,
+        -(c.confidence or 0.0),
+        order[id(c)]))
+
+
+def candidate_good_enough(candidate: Candidate, *, model_name: str) -> bool:
+    """Stop generating further candidates: ``candidate`` was written by the
+    model and is not the input again (:func:`candidate_tier` 2), passes both checks, and its confidence is at or above the gate's
+    threshold for ``model_name`` and its prompt version
+    (:func:`clinical.quality.gate.gate_threshold`), i.e. the gate itself
+    would not have re-run it. Saves the CPU the re-run lane shares with the
+    clinicians."""
+    return (candidate.passed and candidate_tier(candidate) == 2 and candidate.confidence is not None
+            and candidate.confidence >= gate_threshold(model_name, candidate.prompt_version))

@@ -1,0 +1,210 @@
+"""The re-run's candidates (clinical/rerun/candidates.py): span replacement
+on the copied input, and the rule that picks the candidate that replaces the
+fast text, on real texts measured by the real safety and faithfulness
+checks; the note that tells the clinician why the text changed; and the
+re-run recording its candidates without text in the audit log."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.urls import reverse
+
+from clinical.frames import rerun_change_note, verification_frame
+from clinical.models import AuditEvent, Rerun, Translation
+from clinical.quality.gate import DEFAULT_THRESHOLD
+from clinical.rerun import candidates, execute
+from clinical.translation import services
+from inference.fake_engine import FakeEngine
+
+KNEE = "Mild left knee effusion."
+KEEPS_LEFT = "There is a little extra fluid in your left knee."
+DROPS_LEFT = "There is a little extra fluid in your knee."
+INVENTS_BRAIN = "There is a little extra fluid in your knee and your brain."
+DOSE_NOTE = "No pericardial effusion. Metoprolol 25 mg daily for left ventricular hypertrophy."
+
+
+def measured(name: str, text: str, confidence_logprob: float = -0.1, *, input_text: str = KNEE,
+             tokens: int = 10) -> candidates.Candidate:
+    translation = Translation(input_text=input_text, language="en", reading_level=6)
+    return candidates.candidate_measure(translation=translation, name=name, text=text,
+                                        logprobs=[confidence_logprob] * tokens, ms=1.0, prompt_version="test")
+
+
+# -- selection ----------------------------------------------------------------
+
+def test_a_candidate_that_keeps_the_side_is_chosen_over_a_more_confident_one_that_drops_it():
+    drops = measured(candidates.FULL_PRECISION, DROPS_LEFT, -0.01)
+    keeps = measured(candidates.SAMPLED, KEEPS_LEFT, -0.7)
+    assert drops.quality.safety.missing_dicts() == [{"kind": "laterality", "text": "left"}]
+    assert keeps.passed and not drops.passed and drops.confidence > keeps.confidence
+    assert candidates.candidate_select([drops, keeps], reading_level=6) is keeps
+
+
+def test_a_candidate_that_keeps_the_dose_is_chosen_over_one_that_loses_it():
+    loses = measured(candidates.FULL_PRECISION, "You have no fluid around your heart. Take metoprolol every day "
+                     "because the left side of your heart is thick.", -0.05, input_text=DOSE_NOTE)
+    keeps = measured(candidates.RETRIEVED_EXAMPLES, "No fluid around the heart. Metoprolol 25 mg daily for a "
+                     "thick wall of the left side of the heart.", -0.4, input_text=DOSE_NOTE)
+    assert {"kind": "dose", "text": "25 mg"} in loses.quality.safety.missing_dicts()
+    assert candidates.candidate_select([loses, keeps], reading_level=6) is keeps
+
+
+def test_among_passing_candidates_the_more_confident_model_text_wins_over_the_copied_sentence():
+    copied = measured(candidates.SPAN_REPLACEMENT, "Mild left knee fluid buildup.", -0.01)
+    low = measured(candidates.RETRIEVED_EXAMPLES, "A little fluid in the left knee.", -0.9)
+    high = measured(candidates.SAMPLED, KEEPS_LEFT, -0.3)
+    assert all(c.passed for c in (copied, low, high))
+    assert candidates.candidate_select([copied, low, high], reading_level=6) is high
+    assert candidates.candidate_select([copied, low], reading_level=6) is low  # the copy is the safety net
+
+
+def test_the_input_returned_unchanged_ranks_below_a_copy_with_plain_words():
+    unchanged = measured(candidates.RETRIEVED_EXAMPLES, "mild left knee effusion .", -0.01)
+    plain = measured(candidates.SPAN_REPLACEMENT, "Mild left knee fluid buildup.", -0.5)
+    assert unchanged.passed and candidates.candidate_tier(unchanged) == 0 and candidates.candidate_tier(plain) == 1
+    assert candidates.candidate_select([unchanged, plain], reading_level=6) is plain
+
+
+def test_a_confidence_tie_goes_to_the_text_at_the_reading_level_asked_for():
+    hard = measured(candidates.FULL_PRECISION, "Mild accumulation of synovial fluid within the left knee articulation.",
+                    -0.2)
+    easy = measured(candidates.SAMPLED, KEEPS_LEFT, -0.2)
+    assert hard.quality.readability.output_fkgl > 6 >= easy.quality.readability.output_fkgl
+    assert candidates.candidate_select([hard, easy], reading_level=6) is easy
+
+
+def test_when_none_passes_the_one_with_the_fewest_failed_checks_is_kept():
+    both_fail = measured(candidates.FULL_PRECISION, INVENTS_BRAIN, -0.01)  # drops left, adds brain
+    one_fails = measured(candidates.SAMPLED, "There is a little extra fluid in your left knee and your brain.", -0.9)
+    assert not both_fail.quality.safety.passed and not both_fail.quality.faithfulness.passed
+    assert one_fails.quality.safety.passed and not one_fails.quality.faithfulness.passed
+    assert candidates.candidate_select([both_fail, one_fails], reading_level=6) is one_fails
+
+
+def test_early_stop_needs_both_checks_and_the_gates_confidence(settings):
+    settings.CONFIDENCE_THRESHOLD = None
+    confident = measured(candidates.RETRIEVED_EXAMPLES, KEEPS_LEFT, -0.01)
+    unsure = measured(candidates.RETRIEVED_EXAMPLES, KEEPS_LEFT, -1.0)
+    failing = measured(candidates.FULL_PRECISION, DROPS_LEFT, -0.01)
+    assert confident.confidence >= DEFAULT_THRESHOLD > unsure.confidence
+    assert candidates.candidate_good_enough(confident, model_name="not-calibrated.gguf")
+    assert not candidates.candidate_good_enough(unsure, model_name="not-calibrated.gguf")
+    assert not candidates.candidate_good_enough(failing, model_name="not-calibrated.gguf")
+
+
+def test_the_candidate_record_holds_checks_and_figures_but_no_text():
+    record = measured(candidates.FULL_PRECISION, INVENTS_BRAIN, -0.1).record()
+    assert record["name"] == "full_precision" and record["tokens"] == 10
+    assert record["safety_missing"] == {"laterality": 1} and record["faithfulness_flags"] == {"body_site": 1}
+    assert "brain" not in str(record) and "knee" not in str(record)
+
+
+def test_unknown_candidate_names_are_refused(settings):
+    settings.RERUN_CANDIDATES = ("full_precision", "beam_search")
+    with pytest.raises(ImproperlyConfigured, match="beam_search"):
+        candidates.candidate_names()
+
+
+# -- span replacement -----------------------------------------------------------
+
+def test_span_replacement_replaces_hard_terms_and_keeps_the_facts():
+    answer = ("pericardial effusion => fluid around the heart\n"
+              "25 mg => a small dose\n"                       # a number: refused
+              "left ventricular hypertrophy => a big heart\n"  # a side: refused
+              "Metoprolol => a heart pill\n"                   # a drug: refused
+              "daily => every day\n"                           # an easy word: refused
+              "hypertrophy => thickening of the liver")        # adds a body site: undone by the check
+    text, replaced = candidates.span_candidate_text(text=DOSE_NOTE, answer=answer)
+    assert text.startswith("No fluid around the heart. Metoprolol 25 mg daily for left ventricular ")
+    assert replaced[0] == ("pericardial effusion", "fluid around the heart")
+    assert all("liver" not in plain for _, plain in replaced) and text.endswith(" hypertrophy.")
+    result = measured(candidates.SPAN_REPLACEMENT, text, input_text=DOSE_NOTE)
+    assert result.passed and candidates.candidate_tier(result) == 1
+
+
+def test_span_replacement_falls_back_on_hpo_layperson_synonyms_when_the_model_names_nothing():
+    text, replaced = candidates.span_candidate_text(text="Cardiomegaly .", answer="I cannot help with that.")
+    assert replaced == [("Cardiomegaly", "enlarged heart")]
+    assert text == "Enlarged heart ."
+
+
+def test_span_replacement_keeps_the_article_in_front_of_the_plain_words_grammatical():
+    text, _ = candidates.span_replacements_apply(text="Removal of an adrenal adenoma and a edematous lipoma .",
+                                                 pairs=[("adrenal adenoma", "a tumor of the adrenal gland"),
+                                                        ("edematous lipoma", "swollen fatty lump")])
+    assert text == "Removal of a tumor of the adrenal gland and a swollen fatty lump ."
+    text, _ = candidates.span_replacements_apply(text="She came for her generalized malaise .",
+                                                 pairs=[("generalized malaise", "a feeling of being unwell")])
+    assert text == "She came for her feeling of being unwell ."
+
+
+# -- the clinician's note ---------------------------------------------------------
+
+def test_the_note_says_which_candidate_replaced_the_text_and_what_the_first_text_lost():
+    translation = Translation(input_text=KNEE, output_text=DROPS_LEFT, rerun_reason="safety_failed",
+                              safety_missing=[{"kind": "laterality", "text": "left"}])
+    rerun = Rerun(translation=translation, candidate=candidates.SPAN_REPLACEMENT,
+                  output_text="Mild left knee fluid buildup.", safety_passed=True, faithfulness_passed=True)
+    assert rerun_change_note(translation=translation, rerun=rerun) == (
+        "Rewritten from the original sentence with plain words for the hard terms: the first text left out 'left'.")
+
+
+def test_the_note_asks_for_review_when_no_candidate_passed():
+    translation = Translation(input_text=KNEE, output_text=DROPS_LEFT, rerun_reason="low_confidence,safety_failed",
+                              confidence=0.41, safety_missing=[{"kind": "laterality", "text": "left"}])
+    rerun = Rerun(translation=translation, candidate=candidates.FULL_PRECISION, output_text=DROPS_LEFT,
+                  safety_passed=False, faithfulness_passed=True)
+    note = rerun_change_note(translation=translation, rerun=rerun)
+    assert note.startswith("Written again from the same instructions in full precision: the first text left out "
+                           "'left' and was written with low confidence (0.41).")
+    assert "same text as the first one" in note and "No candidate passed both checks" in note
+
+
+# -- the re-run records its candidates --------------------------------------------
+
+@pytest.mark.django_db(transaction=True)
+def test_the_rerun_stores_the_chosen_candidate_and_audits_the_tried_ones_without_text(clinician, settings,
+                                                                                        monkeypatch):
+    """The fake engine answers every prompt with a text that drops the side,
+    so the generated candidates fail and the span replacement (the input
+    copied, HPO's plain words) is kept."""
+    settings.RERUN_CANDIDATES = ("full_precision", "span_replacement", "sampled")
+    engine = FakeEngine(answer=DROPS_LEFT, logprob=-0.01)
+    monkeypatch.setattr(execute, "rerun_engine_get", lambda: engine)
+    row = services.translation_create(user=clinician, text="Mild left cardiomegaly.")
+    row = services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED,
+                                      output_text=DROPS_LEFT, figures=services.TranslationFigures(
+                                          tokens_out=9, confidence=0.99))
+    assert "safety_failed" in row.rerun_reason
+
+    done = execute.rerun_execute(translation_id=row.pk)
+    assert done.candidate == "span_replacement" and done.output_text == "Mild left enlarged heart."
+    assert done.safety_passed and done.faithfulness_passed and done.engine_precision == "none"
+    assert [r["name"] for r in done.candidates] == ["full_precision", "span_replacement", "sampled"]
+    assert [r["safety_passed"] for r in done.candidates] == [False, True, False]
+    assert done.change_note.startswith("Rewritten from the original sentence with plain words for the hard terms: "
+                                       "the first text left out 'left'")
+    row.refresh_from_db()
+    frame = verification_frame(row)
+    assert frame["candidate"] == "span_replacement" and done.change_note in frame["message"]
+    event = AuditEvent.objects.get(event_type="verification")
+    assert event.rerun_candidate == "span_replacement" and event.rerun_candidates == done.candidates
+    stored = " ".join(str(getattr(event, f.attname)) for f in AuditEvent._meta.concrete_fields)
+    assert "heart" not in stored and "left" not in stored
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_detail_page_and_the_handout_say_why_the_text_changed(clinician, client, settings, monkeypatch):
+    settings.RERUN_CANDIDATES = ("full_precision", "span_replacement")
+    monkeypatch.setattr(execute, "rerun_engine_get", lambda: FakeEngine(answer=DROPS_LEFT))
+    row = services.translation_create(user=clinician, text="Mild left cardiomegaly.")
+    services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=DROPS_LEFT,
+                                figures=services.TranslationFigures(tokens_out=9, confidence=0.99))
+    execute.rerun_execute(translation_id=row.pk)
+    client.force_login(clinician)
+    # the fast text, written for a knee, lost the side and named a body part the note does not
+    note = "plain words for the hard terms: the first text left out &#x27;left&#x27; and added &#x27;knee&#x27;."
+    for name in ("translation-detail", "translation-handout"):
+        page = client.get(reverse(name, args=[row.request_id]))
+        assert page.status_code == 200 and note in page.content.decode(), name
