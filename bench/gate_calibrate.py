@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt-version", default="",
                         help="key the operating point under this prompt version instead of the rows' own (the "
                              "cross-fitted rows of a cluster prompt stand for the product's settings on the full pool)")
+    parser.add_argument("--rows-prompt-version", default="",
+                        help="read only the cached rows made with this prompt version (a cache may hold several)")
     parser.add_argument("--measure", choices=("mean", "content"), default="mean",
                         help="mean: geometric-mean token probability (the cached 'confidence'); content: "
                              "a low percentile of content-word probabilities, from the cached 'deltas' "
@@ -58,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
 
     sources = {row["ID"]: row["ORIGINAL"] for row in laymaker_rows()[0]}
     cached = [json.loads(line) for line in Path(args.outputs).read_text(encoding="utf-8").splitlines() if line]
-    outputs = {row["key"].removeprefix("laymaker-"): row for row in cached if row["key"].startswith("laymaker-")}
+    outputs = {row["key"].removeprefix("laymaker-"): row for row in cached if row["key"].startswith("laymaker-")
+               and (not args.rows_prompt_version or row["prompt_version"] == args.rows_prompt_version)}
     if args.measure == "content":
         from inference.confidence import content_word_confidence
 
@@ -87,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     model, prompt = models.pop(), args.prompt_version or prompts.pop()
     entry = {**chosen.as_dict(), "prompt_version": prompt, "measure": args.measure,
              "max_rerun_rate": args.max_rerun_rate,
-             "source": f"python -m bench gate_calibrate --outputs {args.outputs} (laymaker-dev, {len(ids)} rows)"}
+             "source": f"python -m bench gate_calibrate --outputs {args.outputs}"
+                       + (f" --rows-prompt-version {args.rows_prompt_version}" if args.rows_prompt_version else "")
+                       + f" (laymaker-dev, {len(ids)} rows)"}
     if args.write:
         path = gate.CALIBRATION_FILE
         data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"models": {}}

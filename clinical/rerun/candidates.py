@@ -58,7 +58,7 @@ from clinical.quality.gate import gate_threshold
 from clinical.quality.safety import find_drugs
 from inference.base import GenerationParams
 from inference.confidence import sequence_confidence
-from inference.examples import default_pool, normalise, split_sentences
+from inference.examples import ExamplePool, default_pool, normalise, split_sentences
 from inference.prompts import EXAMPLES_PROMPT_VERSION, build_messages
 
 FULL_PRECISION = "full_precision"
@@ -125,20 +125,27 @@ class CandidatePlan:
     skipped: str = ""
 
 
-def candidate_plan(*, translation: Translation, name: str) -> CandidatePlan:
+def candidate_plan(*, translation: Translation, name: str, messages: list[dict[str, str]] | None = None,
+                   pool: ExamplePool | None = None) -> CandidatePlan:
     """What to generate for candidate ``name`` of ``translation`` (see the
     module docstring); ``span_replacement`` generates its term list here and
     builds its text with :func:`span_candidate_text`.
+
+    ``messages`` (default :func:`clinical.models.translation_messages`) are
+    the fast run's messages that ``full_precision`` and ``sampled`` repeat;
+    ``pool`` (default the shipped one) is where ``retrieved_examples`` looks.
+    Both exist for the cross-fitted benchmark (``python -m bench rerun_fix``),
+    which must not show a sentence examples from its own half.
 
     Raises:
         KeyError: ``name`` is not one of :data:`CANDIDATE_NAMES`.
     """
     max_tokens = settings.MAX_OUTPUT_TOKENS
     if name == FULL_PRECISION:
-        return CandidatePlan(name, translation_messages(translation), GenerationParams(max_tokens=max_tokens),
-                             translation.prompt_version)
+        return CandidatePlan(name, messages or translation_messages(translation),
+                             GenerationParams(max_tokens=max_tokens), translation.prompt_version)
     if name == SAMPLED:
-        return CandidatePlan(name, translation_messages(translation),
+        return CandidatePlan(name, messages or translation_messages(translation),
                              GenerationParams(max_tokens=max_tokens, temperature=SAMPLED_TEMPERATURE),
                              translation.prompt_version)
     if name == RETRIEVED_EXAMPLES:
@@ -146,7 +153,7 @@ def candidate_plan(*, translation: Translation, name: str) -> CandidatePlan:
             return CandidatePlan(name, [], GenerationParams(), EXAMPLES_PROMPT_VERSION,
                                  skipped="not one sentence in English")
         k = RETRIEVED_K_AGAIN if translation.prompt_version == EXAMPLES_PROMPT_VERSION else RETRIEVED_K
-        examples = default_pool().retrieve(translation.input_text, k=k)
+        examples = (pool or default_pool()).retrieve(translation.input_text, k=k)
         messages = build_messages(translation.input_text, reading_level=translation.reading_level,
                                   language=translation.language, examples=examples)
         return CandidatePlan(name, messages, GenerationParams(max_tokens=max_tokens), EXAMPLES_PROMPT_VERSION)

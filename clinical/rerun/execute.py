@@ -165,8 +165,9 @@ async def _generate_bounded(engine, request_id: str, messages, params: Generatio
 
 
 def rerun_candidates_run(*, translation: Translation, engine, request_prefix: str,
-                         names: tuple[str, ...] | None = None,
-                         time_limit_s: float | None = None) -> tuple[rerun_candidates.Candidate, list[dict]]:
+                         names: tuple[str, ...] | None = None, time_limit_s: float | None = None,
+                         messages: list[dict[str, str]] | None = None,
+                         pool=None) -> tuple[rerun_candidates.Candidate, list[dict]]:
     """Generate and measure the candidates ``names`` (default
     ``RERUN_CANDIDATES``) for ``translation`` in order on ``engine``, and
     pick one (:func:`clinical.rerun.candidates.candidate_select`).
@@ -183,6 +184,8 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
         translation: the translation being re-run.
         engine: a started :class:`inference.base.Engine`.
         request_prefix: engine request ids are ``<prefix>-<candidate name>``.
+        messages, pool: see :func:`clinical.rerun.candidates.candidate_plan`
+            (the product passes neither).
 
     Returns:
         ``(chosen candidate, records)``: ``records`` has one entry per
@@ -202,7 +205,7 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
     measured: list[rerun_candidates.Candidate] = []
     records: list[dict] = []
     for name in names:
-        plan = rerun_candidates.candidate_plan(translation=translation, name=name)
+        plan = rerun_candidates.candidate_plan(translation=translation, name=name, messages=messages, pool=pool)
         if plan.skipped:
             records.append({"name": name, "skipped": plan.skipped})
             continue
@@ -237,7 +240,7 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
     if not measured:  # none of the candidates named applies (say, retrieved examples for two sentences)
         chosen, fallback = rerun_candidates_run(translation=translation, engine=engine, request_prefix=request_prefix,
                                                 names=(rerun_candidates.FULL_PRECISION,),
-                                                time_limit_s=deadline - time.monotonic())
+                                                time_limit_s=deadline - time.monotonic(), messages=messages)
         return chosen, records + fallback
     chosen = rerun_candidates.candidate_select(measured, reading_level=translation.reading_level)
     return chosen, records

@@ -1,0 +1,231 @@
+"""``python -m bench rerun_fix``: what the re-run lane does to the outputs
+the gate sends it, on laymaker-dev, cross-fitted.
+
+Reads the cluster-prompt rows of ``python -m bench quality --clusters N
+--per-cluster M --k K`` from its cache, applies the product's gate (the
+calibrated threshold for ``--prompt-version`` in
+``clinical/quality/gate_calibration.json``, or ``--threshold``; plus a
+failed safety or faithfulness check), and for each gated row runs the
+product's re-run (:func:`clinical.rerun.execute.rerun_candidates_run`: the
+candidates of ``RERUN_CANDIDATES`` in order, early stop, selection) on the
+default model through llama.cpp. Cross-fitted like the quality bench: the
+fast run's messages (which ``full_precision`` and ``sampled`` repeat) are
+rebuilt from the other half's clusters, and ``retrieved_examples`` looks
+in the other half's pool, so no row sees itself or its own half.
+
+On the CPU the worker's engine is vLLM in float32; llama.cpp Q4 stands in
+for it here, so ``full_precision`` is the fast run again (as it is in
+float32 on a CPU, where the fast run is float32 too).
+
+Reports (``<out>.md``, ``<out>.json``; per-row results cached in
+``<out>-rows.jsonl``, reused with ``--resume``): outputs re-run, how many
+of those that failed a check pass both after the re-run (fixed), the
+candidate kept and its time, and SARI (all, changed only), FKGL, safety
+and faithfulness pass over all 250 rows as the clinician finally sees them
+(fast text, replaced by the re-run's where it ran), beside the fast text
+alone.
+
+    .venv/bin/python -m bench rerun_fix --outputs docs/quality/quality-report-examples-outputs.jsonl \\
+        --clusters 12 --per-cluster 8 --k 0 --prompt-version 2026-11-25.2+c24x8k0 --resume
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+
+def _rows(path: Path, *, clusters: int, per_cluster: int, k: int) -> dict[str, dict]:
+    """Cached laymaker rows of one cluster variant, by ID."""
+    found = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if (row["key"].startswith("laymaker-") and row.get("clusters") == clusters
+                and row.get("per_cluster") == per_cluster and row.get("k") == k):
+            found[row["key"].removeprefix("laymaker-")] = row
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench rerun_fix", description=__doc__.splitlines()[0])
+    parser.add_argument("--outputs", default="docs/quality/quality-report-examples-outputs.jsonl")
+    parser.add_argument("--clusters", type=int, default=12)
+    parser.add_argument("--per-cluster", type=int, default=8)
+    parser.add_argument("--k", type=int, default=0)
+    parser.add_argument("--placement", default="inline")
+    parser.add_argument("--prompt-version", default="", help="the gate's calibration key (default: the rows' own)")
+    parser.add_argument("--threshold", type=float, default=None, help="instead of the calibrated threshold")
+    parser.add_argument("--limit", type=int, default=0, help="re-run only the first N gated rows")
+    parser.add_argument("--threads", type=int, default=int(os.environ.get("INFERENCE_THREADS", "0")))
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--out", default="docs/quality/rerun-fix")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clinical.settings")
+    import django
+
+    django.setup()
+    from bench.quality import crossfit_plan, laymaker_rows, score
+    from clinical.models import Translation
+    from clinical.quality import measure as quality
+    from clinical.quality.gate import gate_threshold
+    from clinical.rerun.engine import run_in_engine_loop
+    from clinical.rerun.execute import rerun_candidates_run
+    from inference.examples import ExamplePool
+    from inference.factory import EngineConfig, create_engine
+    from inference.prompts import build_messages
+
+    data, _ = laymaker_rows()
+    by_id = {r["ID"]: r for r in data}
+    fast = _rows(Path(args.outputs), clusters=args.clusters, per_cluster=args.per_cluster, k=args.k)
+    if not fast:
+        raise SystemExit(f"no rows of {args.clusters} clusters x {args.per_cluster}, k={args.k} in {args.outputs}")
+    model = next(iter(fast.values()))["model"]
+    version = args.prompt_version or next(iter(fast.values()))["prompt_version"]
+    threshold = args.threshold if args.threshold is not None else gate_threshold(model, version)
+    plan = crossfit_plan([by_id[i] for i in fast])
+    pool = ExamplePool.load()
+    pools = {name: pool.subset(ids) for name, ids in {p[0]: p[1] for p in plan.values()}.items()}
+    routers = {name: sub.clusters(args.clusters, args.per_cluster) for name, sub in pools.items()}
+
+    def fast_messages(row_id: str) -> list[dict[str, str]]:
+        """The fast run's messages, rendered as ``bench quality`` rendered them."""
+        name = plan[row_id][0]
+        text = by_id[row_id]["ORIGINAL"]
+        _, fixed = routers[name].route(text)
+        shown = {e.id for e in fixed}
+        examples = [e for e in pools[name].retrieve(text, args.k + len(fixed)) if e.id not in shown][:args.k]
+        return build_messages(text, examples=examples, placement=args.placement, prefix_examples=fixed)
+
+    checks = {i: quality.output_quality(input_text=by_id[i]["ORIGINAL"], output_text=row["output"], language="en")
+              for i, row in fast.items()}
+    gated = [i for i in sorted(fast, key=int)
+             if quality.rerun_reasons(confidence=fast[i]["confidence"], safety_passed=checks[i].safety.passed,
+                                      threshold=threshold, faithfulness_passed=checks[i].faithfulness.passed)]
+    if args.limit:
+        gated = gated[:args.limit]
+    cache = Path(f"{args.out}-rows.jsonl")
+    done = {}
+    if args.resume and cache.exists():
+        for line in cache.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            if row.get("variant") == [args.clusters, args.per_cluster, args.k] and row.get("threshold") == threshold:
+                done[row["id"]] = row
+    todo = [i for i in gated if i not in done]
+    if todo:
+        engine = create_engine(EngineConfig(engine="llamacpp", threads=args.threads))
+        run_in_engine_loop(engine.start())
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        with open(cache, "a", encoding="utf-8") as out:
+            for n, row_id in enumerate(todo, start=1):
+                text = by_id[row_id]["ORIGINAL"]
+                translation = Translation(input_text=text, language="en", reading_level=6, prompt_version=version,
+                                          model_name=model, output_text=fast[row_id]["output"])
+                started = time.perf_counter()
+                chosen, records = rerun_candidates_run(
+                    translation=translation, engine=engine, request_prefix=f"fix-{row_id}",
+                    messages=fast_messages(row_id), pool=pools[plan[row_id][0]])
+                result = {"id": row_id, "variant": [args.clusters, args.per_cluster, args.k], "threshold": threshold,
+                          "fast": fast[row_id]["output"], "fast_failed": not (checks[row_id].safety.passed
+                                                                             and checks[row_id].faithfulness.passed),
+                          "kept": chosen.name, "text": chosen.text, "passed": chosen.passed,
+                          "s": round(time.perf_counter() - started, 1),
+                          "candidates": [{k: v for k, v in r.items() if k in ("name", "passed", "confidence",
+                                                                               "ms", "skipped", "outcome")}
+                                         for r in records]}
+                done[row_id] = result
+                out.write(json.dumps(result) + "\n")
+                out.flush()
+                print(f"[{n}/{len(todo)}] {row_id} kept {chosen.name} passed={chosen.passed} {result['s']} s",
+                      flush=True)
+        run_in_engine_loop(engine.shutdown())
+
+    report = _report(data, fast, checks, gated, done, threshold=threshold, version=version, model=model,
+                     score=score, command=" ".join(sys.argv[1:] if argv is None else argv))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{args.out}.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    Path(f"{args.out}.md").write_text(render(report), encoding="utf-8")
+    print(render(report))
+    return 0
+
+
+def _report(data, fast, checks, gated, done, *, threshold, version, model, score, command: str) -> dict:
+    from bench.quality import _same
+    from bench.stats import percentiles
+
+    rows = [r for r in data if r["ID"] in fast]
+    sources = [r["ORIGINAL"] for r in rows]
+    references = [r["REFERENCE"] for r in rows]
+    changed = [not _same(r["ORIGINAL"], r["REFERENCE"]) for r in rows]
+    before = [fast[r["ID"]]["output"] for r in rows]
+    after = [done[r["ID"]]["text"] if r["ID"] in done else fast[r["ID"]]["output"] for r in rows]
+    ran = [done[i] for i in gated if i in done]
+    failing = [r for r in ran if r["fast_failed"]]
+    on_gated = [i for i, r in enumerate(rows) if r["ID"] in done]
+    return {
+        "command": "python -m bench rerun_fix " + command,
+        "model": model, "prompt_version": version, "threshold": threshold, "rows": len(rows),
+        "gated": len(gated), "rerun_rate": len(gated) / len(rows), "ran": len(ran),
+        "failing_sent": len(failing), "failing_fixed": sum(r["passed"] for r in failing),
+        "low_confidence_sent": len(ran) - len(failing),
+        "low_confidence_still_passing": sum(r["passed"] for r in ran if not r["fast_failed"]),
+        "kept": dict(Counter(r["kept"] for r in ran)),
+        "rerun_s_median": percentiles([r["s"] for r in ran])["p50"] if ran else None,
+        "rerun_s_p95": percentiles([r["s"] for r in ran])["p95"] if ran else None,
+        "candidates_tried_mean": (statistics.mean(sum("ms" in c for c in r["candidates"]) for r in ran)
+                                  if ran else None),
+        "scores": [
+            score("fast text (cluster prompt)", sources, before, references, changed=changed),
+            score("as delivered (re-run text where it ran)", sources, after, references, changed=changed),
+            score("gated rows, fast text", [sources[i] for i in on_gated], [before[i] for i in on_gated],
+                  [references[i] for i in on_gated], changed=[changed[i] for i in on_gated]),
+            score("gated rows, re-run text", [sources[i] for i in on_gated], [after[i] for i in on_gated],
+                  [references[i] for i in on_gated], changed=[changed[i] for i in on_gated]),
+        ],
+        "pairs": [{"id": r["id"], "fast": r["fast"], "kept": r["kept"], "text": r["text"], "passed": r["passed"],
+                   "fast_failed": r["fast_failed"]} for r in ran],
+    }
+
+
+def render(report: dict) -> str:
+    """The Markdown report."""
+    def pct(a: int, b: int) -> str:
+        return f"{a} of {b} ({100 * a / b:.0f} %)" if b else "–"
+
+    lines = [
+        "# The re-run lane on the gated outputs (laymaker-dev, cross-fitted)", "",
+        f"Command: `{report['command'].strip()}`. Model `{report['model']}` through llama.cpp (standing in for "
+        "the worker's float32 vLLM engine, so `full_precision` repeats the fast run). Gate: confidence below "
+        f"{report['threshold']} (calibrated for `{report['prompt_version']}`) or a failed safety or faithfulness "
+        "check. Re-run: `clinical.rerun.execute.rerun_candidates_run`, the candidates of `RERUN_CANDIDATES` in "
+        "order with early stop and `candidate_select`, cross-fitted (fast messages and the retrieval pool from "
+        "the other half).", "",
+        f"* Re-run rate: {pct(report['gated'], report['rows'])}; re-run here: {report['ran']}.",
+        f"* Outputs that failed a check and pass both after the re-run (fixed): "
+        f"{pct(report['failing_fixed'], report['failing_sent'])}.",
+        f"* Low-confidence outputs (passing both checks) that still pass after it: "
+        f"{pct(report['low_confidence_still_passing'], report['low_confidence_sent'])}.",
+        f"* Candidate kept: {report['kept']}; candidates generated per re-run (mean): "
+        f"{report['candidates_tried_mean'] and round(report['candidates_tried_mean'], 1)}; re-run time median "
+        f"{report['rerun_s_median']} s, P95 {report['rerun_s_p95']} s on the shared 2-core machine.", "",
+        "| text | n | SARI | SARI (changed) | FKGL out | safety pass | faithfulness pass |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for s in report["scores"]:
+        lines.append(f"| {s['system']} | {s['n']} | {s['sari']:.1f} | {s.get('sari_changed', 0):.1f} | "
+                     f"{s['fkgl']:.1f} | {s['safety_pass_pct']:.1f} % | {s['faithfulness_pass_pct']:.1f} % |")
+    lines += ["", "## Before and after (every re-run)", "", "| ID | fast text | failed a check | kept | re-run text | "
+              "passes both |", "|---|---|---|---|---|---|"]
+    for p in report["pairs"]:
+        lines.append(f"| {p['id']} | {p['fast']} | {'yes' if p['fast_failed'] else 'no'} | {p['kept']} | "
+                     f"{p['text']} | {'yes' if p['passed'] else 'no'} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
