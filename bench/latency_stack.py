@@ -78,6 +78,9 @@ class StackDriver(Driver):
             "ENGINE_MAX_QUEUE": "256",
             "TRANSLATE_RATE_PER_USER": "1000000/minute",
             "SOCKET_FRAME_RATE": "1000/second",
+            # Sessions are shared round robin, so a user may run many at once.
+            "USER_MAX_SOCKETS": "0",
+            "USER_MAX_CONCURRENT_TRANSLATIONS": "0",
         }
 
     async def ensure(self, workload: Workload) -> None:
@@ -176,12 +179,14 @@ def prepare_stack(database_url: str, n_users: int, run: str) -> tuple[dict[str, 
 
     django.setup()
     from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
     from django.core.management import call_command
     from django.db import connection
     from django.test import Client
 
     call_command("migrate", verbosity=0, interactive=False)
     users = []
+    clinicians = Group.objects.get_or_create(name="Clinician")[0]  # the role that may translate
     for i in range(n_users):
         user, created = get_user_model().objects.get_or_create(username=f"bench-clinician-{i}")
         if created or i == 0:
@@ -190,6 +195,7 @@ def prepare_stack(database_url: str, n_users: int, run: str) -> tuple[dict[str, 
             else:
                 user.set_unusable_password()
             user.save()
+        user.groups.add(clinicians)
         users.append(user)
     sessions = []
     for user in users:

@@ -46,9 +46,10 @@ def start_server(env: dict[str, str], port: int, log: Path) -> subprocess.Popen:
     py = sys.executable
     subprocess.run([py, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
     subprocess.run([py, "manage.py", "shell", "-c",
-                    "from django.contrib.auth.models import User;"
-                    f"User.objects.filter(username='{USERNAME}').exists() or "
-                    f"User.objects.create_user('{USERNAME}', password='{PASSWORD}')"],
+                    "from django.contrib.auth.models import Group, User;"
+                    f"u = User.objects.filter(username='{USERNAME}').first() or "
+                    f"User.objects.create_user('{USERNAME}', password='{PASSWORD}');"
+                    "u.groups.add(Group.objects.get_or_create(name='Clinician')[0])"],
                    cwd=ROOT, env=env, check=True)
     return subprocess.Popen([py, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                              "clinical.asgi:application"], cwd=ROOT, env=env,

@@ -275,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ, DATABASE_URL=database_url, INFERENCE_ENGINE=args.engine, INFERENCE_MODEL=model,
                MAX_OUTPUT_TOKENS=str(args.max_tokens), CONFIDENCE_THRESHOLD="0",  # no re-runs
                TRANSLATE_RATE_PER_USER="100000/minute", SOCKET_FRAME_RATE="1000/second",
+               USER_MAX_SOCKETS="0", USER_MAX_CONCURRENT_TRANSLATIONS="0",  # one clinician, many clients
                ENGINE_MAX_QUEUE="0", CHANNEL_PREFIX=f"bench-{run_id}", CACHE_PREFIX=f"bench-{run_id}",
                CELERY_KEY_PREFIX=f"bench-{run_id}:", PYTHONUNBUFFERED="1")
     texts = laymaker(args.n)
@@ -282,8 +283,9 @@ def main(argv: list[str] | None = None) -> int:
         py = sys.executable
         subprocess.run([py, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)
         subprocess.run([py, "manage.py", "shell", "-c",
-                        "from django.contrib.auth.models import User;"
-                        f"User.objects.create_user('{USERNAME}', password='{PASSWORD}')"],
+                        "from django.contrib.auth.models import Group, User;"
+                        f"User.objects.create_user('{USERNAME}', password='{PASSWORD}')"
+                        ".groups.add(Group.objects.get_or_create(name='Clinician')[0])"],
                        cwd=ROOT, env=env, check=True)
         runs = [measure(env, replicas, texts, scratch) for replicas in (1, 2)]
     finally:

@@ -29,10 +29,16 @@ Server → client frames:
     ``too_long``, ``invalid``, ``invalid_option``, ``in_progress``,
     ``engine_error``, ``not_found``, ``frame_too_large``, ``busy`` (the
     engine's queue is full), ``rate_limited`` (``TRANSLATE_RATE_PER_USER`` or
-    ``SOCKET_FRAME_RATE`` exceeded), ``unavailable`` (database or Redis
+    ``SOCKET_FRAME_RATE`` exceeded), ``too_many_translations`` (the user
+    already runs ``USER_MAX_CONCURRENT_TRANSLATIONS``), ``too_many_sockets``
+    (sent before the close code 4429: ``USER_MAX_SOCKETS`` are open),
+    ``forbidden`` (sent before the close code 4403: not in the Clinician
+    group), ``unavailable`` (database or Redis
     unreachable; nothing was stored), ``draining`` and ``server_restart``
-    (this replica is shutting down); the last six and ``engine_error`` carry
-    ``retry_after_s`` when a retry can help.
+    (this replica is shutting down); ``busy``, ``rate_limited``,
+    ``too_many_translations``, ``unavailable``, ``draining``,
+    ``server_restart`` and ``engine_error`` carry ``retry_after_s`` when a
+    retry can help.
 
 The server-sent events of the REST API (:mod:`clinical.api.streaming`)
 carry the same payloads without their ``type``.

@@ -11,6 +11,13 @@ On start the engine is loaded in the background (``SERVE_PRELOAD=0`` turns
 that off; ``/readyz`` answers 503 until it is loaded) and the orphan sweep
 starts (``ORPHAN_SWEEP_INTERVAL_S``; :mod:`clinical.runtime.replica`).
 
+A connection that sends no complete request headers, or nothing at all,
+for ``HTTP_HEADER_TIMEOUT_S`` (default 20 s) is closed: Twisted's HTTP idle
+timeout (``HTTPFactory.timeOut``), which Daphne leaves at Twisted's 60 s
+(plus 15 s to abort), so slow-header clients held connections for 75 s. It
+is paused while a request is answered (streams are not cut) and does not
+apply to an upgraded WebSocket.
+
 The first SIGTERM or SIGINT stops listening (nginx passes new connections
 to the other replicas), marks the replica draining (``/readyz`` 503,
 new translations refused with ``draining``), lets streams finish for up to
@@ -59,11 +66,13 @@ def main(argv: list[str] | None = None) -> int:
 
     class DrainingServer(Server):
         """Daphne's server, keeping its listening ports so a drain can
-        close them."""
+        close them, with the HTTP idle timeout bounded (module docstring)."""
 
         ports: list = []
 
         def listen_success(self, port):
+            # Before the reactor runs: every connection is built with it.
+            self.http_factory.timeOut = settings.HTTP_HEADER_TIMEOUT_S
             self.ports.append(port)
             return super().listen_success(port)
 

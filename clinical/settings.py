@@ -232,6 +232,14 @@ MAX_INPUT_CHARS = int(os.environ.get("MAX_INPUT_CHARS", "8000"))
 TRANSLATE_RATE_PER_USER = os.environ.get("TRANSLATE_RATE_PER_USER", "30/minute")
 # Frames one socket may send (any type) before further frames are refused.
 SOCKET_FRAME_RATE = os.environ.get("SOCKET_FRAME_RATE", "20/second")
+# Fair share (clinical.translation.concurrency; 0 = no cap): sockets a user
+# may hold open (tabs of the page, detail pages following a verification),
+# and translations a user or an API client may run at once, across every
+# replica. Over them a socket is closed with 4429, a translation refused
+# with too_many_translations (API: 429 with Retry-After).
+USER_MAX_SOCKETS = int(os.environ.get("USER_MAX_SOCKETS", "6"))
+USER_MAX_CONCURRENT_TRANSLATIONS = int(os.environ.get("USER_MAX_CONCURRENT_TRANSLATIONS", "2"))
+API_CLIENT_MAX_CONCURRENT_TRANSLATIONS = int(os.environ.get("API_CLIENT_MAX_CONCURRENT_TRANSLATIONS", "4"))
 # Seconds an API client is told (Retry-After) to wait before polling again a
 # translation that is still being generated or verified. 2 s keeps a client
 # that follows it at 30 requests a minute, half the default client rate.
@@ -340,6 +348,11 @@ ORPHAN_SWEEP_INTERVAL_S = float(os.environ.get("ORPHAN_SWEEP_INTERVAL_S", "30"))
 SWEEP_GRACE_S = float(os.environ.get("SWEEP_GRACE_S", str(LEASE_TTL_S)))
 # GET /metrics: bearer token; unset = loopback clients only (clinical.runtime.metrics).
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+# A connection that has not sent a request's headers (or has sent nothing)
+# for this many seconds is closed (Twisted's idle timeout, default 60 s plus
+# 15 s to abort; clinical/serve.py), so slow-header clients cannot hold
+# connections open.
+HTTP_HEADER_TIMEOUT_S = float(os.environ.get("HTTP_HEADER_TIMEOUT_S", "20"))
 # Probes and scrapes reach a replica directly over HTTP, never redirected.
 SECURE_REDIRECT_EXEMPT = [r"^livez$", r"^readyz$", r"^metrics$"]
 # GPU settings passed to vLLM (inference/vllm_engine.py); INFERENCE_DEVICE

@@ -83,15 +83,26 @@ def quality_word_lists():
     warm()
 
 
+def clinician_create(username: str, password: str | None = PASSWORD):
+    """A user in the Clinician group, the only role that may translate
+    (the group is made by migration 0004; a flushed test database lost it)."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    user = get_user_model().objects.create_user(username, password=password)
+    user.groups.add(Group.objects.get_or_create(name="Clinician")[0])
+    return user
+
+
 @pytest.fixture
 def clinician(django_user_model):
     """The owner of the translations under test."""
-    return django_user_model.objects.create_user("dr-owner", password=PASSWORD)
+    return clinician_create("dr-owner")
 
 
 @pytest.fixture
 def other_clinician(django_user_model):
-    return django_user_model.objects.create_user("dr-other", password=PASSWORD)
+    return clinician_create("dr-other")
 
 
 @pytest.fixture

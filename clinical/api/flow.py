@@ -26,8 +26,9 @@ async def api_translation_accept(*, client, text: object, reading_level: int | N
     :func:`clinical.translation.services.translation_accept`).
 
     Raises:
-        APIRefusal: 400 for invalid input, 503 with ``Retry-After`` for a
-            busy or unavailable engine.
+        APIRefusal: 400 for invalid input, 429 with ``Retry-After`` when the
+            client already runs ``API_CLIENT_MAX_CONCURRENT_TRANSLATIONS``,
+            503 with ``Retry-After`` for a busy or unavailable engine.
     """
     try:
         return await services.translation_accept(
@@ -36,6 +37,8 @@ async def api_translation_accept(*, client, text: object, reading_level: int | N
     except services.TranslationRefused as refused:
         if refused.retry_after_s is None:
             raise APIRefusal(400, refused.message) from None
+        if refused.code == "too_many_translations":
+            raise APIRefusal(429, refused.message, {"Retry-After": str(refused.retry_after_s)}) from None
         raise APIRefusal(503, refused.message, {"Retry-After": str(refused.retry_after_s)}) from None
 
 

@@ -22,7 +22,7 @@ from rest_framework.renderers import BaseRenderer
 
 from clinical import frames
 from clinical.models import Translation
-from clinical.translation import selectors, stream
+from clinical.translation import concurrency, selectors, stream
 
 
 class EventStreamRenderer(BaseRenderer):
@@ -56,7 +56,7 @@ async def _events(translation: Translation, engine, received_ns: int) -> AsyncIt
     """The translation's events (:mod:`clinical.translation.stream`) as SSE;
     payloads are the socket frames' (:mod:`clinical.frames`) without
     ``type``, but ``done``, which is the translation as ``GET`` returns it."""
-    async for event in stream.translation_events(translation=translation, engine=engine,
+    async for event in concurrency.translation_events(translation=translation, engine=engine,
                                                  received_ns=received_ns):
         if event.kind == stream.STARTED:
             yield sse("started", _payload(frames.started_frame(translation, engine.info)))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import unicodedata
+import uuid
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
@@ -28,8 +29,8 @@ from clinical.quality import gate, glossary
 from clinical.quality import measure as quality
 from clinical.rerun import dispatch
 from clinical.runtime import drain, metrics
+from clinical.translation import concurrency, ratelimit
 from clinical.translation import engine as process_engine
-from clinical.translation import ratelimit
 from inference.base import EngineBusy, EngineInfo
 from inference.prompts import (
     DEFAULT_LANGUAGE,
@@ -98,9 +99,11 @@ def translation_options_clean(*, reading_level: object, language: object) -> tup
 
 def translation_create(*, user, text: object, source: str = Translation.Source.WEB,
                        engine_info: EngineInfo | None = None, api_client=None,
-                       reading_level: object = None, language: object = None) -> Translation:
+                       reading_level: object = None, language: object = None,
+                       request_id: uuid.UUID | None = None) -> Translation:
     """Accept a request: validate the text and options and store a
-    ``pending`` row.
+    ``pending`` row (``request_id``: the one its admission reserved a place
+    under, else a new one).
 
     Raises:
         ValidationError: see :func:`translation_text_clean` and
@@ -116,13 +119,15 @@ def translation_create(*, user, text: object, source: str = Translation.Source.W
                             engine_info=engine_info)
         raise
     return _translation_insert(user=user, api_client=api_client, text=cleaned, source=source,
-                               engine_info=engine_info, reading_level=reading_level, language=language)
+                               engine_info=engine_info, reading_level=reading_level, language=language,
+                               request_id=request_id or uuid.uuid4())
 
 
 @transaction.atomic
 def _translation_insert(*, user, api_client, text: str, source: str, engine_info: EngineInfo | None,
-                        reading_level: int, language: str) -> Translation:
+                        reading_level: int, language: str, request_id: uuid.UUID) -> Translation:
     return Translation.objects.create(
+        request_id=request_id,
         user=user if user is not None and user.is_authenticated else None,
         api_client=api_client,
         reading_level=reading_level,
@@ -143,14 +148,18 @@ class TranslationRefused(Exception):
     Attributes:
         code: ``engine_error`` (the model could not load), ``busy`` (the
             engine's queue is full), ``rate_limited`` (the clinician's
-            ``TRANSLATE_RATE_PER_USER`` is used up), ``draining`` (this
+            ``TRANSLATE_RATE_PER_USER`` is used up), ``too_many_translations``
+            (the clinician or API client already runs
+            ``USER_MAX_CONCURRENT_TRANSLATIONS`` /
+            ``API_CLIENT_MAX_CONCURRENT_TRANSLATIONS``), ``draining`` (this
             replica is shutting down; retry reaches another), ``unavailable`` (the
             database or Redis cannot be reached; nothing was stored) or a
             validation code (``empty``, ``too_long``, ``invalid``,
             ``invalid_option``).
         message: for the person or system that sent the request.
-        retry_after_s: for ``busy``, ``rate_limited``, ``unavailable`` and
-            ``engine_error``, seconds to wait.
+        retry_after_s: for ``busy``, ``rate_limited``,
+            ``too_many_translations``, ``unavailable`` and ``engine_error``,
+            seconds to wait.
     """
 
     def __init__(self, code: str, message: str, retry_after_s: int | None = None) -> None:
@@ -172,8 +181,12 @@ def unavailable_refusal() -> TranslationRefused:
 async def translation_accept(*, user, api_client, source: str, text: object,
                              reading_level: object = None, language: object = None):
     """Admit a request from a socket or the API: within the clinician's
-    rate, a started engine with room in its queue, and a valid text stored
-    as a pending translation.
+    rate, within the clinician's or client's cap on translations running at
+    once (a place reserved atomically in Redis:
+    :mod:`clinical.translation.concurrency`; read the events through
+    :func:`clinical.translation.concurrency.translation_events`, which gives
+    it back), a started engine with room in its queue, and a valid text
+    stored as a pending translation.
 
     Returns:
         ``(translation, engine)``.
@@ -208,6 +221,41 @@ async def _translation_accept(*, user, api_client, source, text, reading_level, 
             raise TranslationRefused(
                 "rate_limited", f"Too many translations in a short time. Please retry in {retry_after_s} s.",
                 retry_after_s=retry_after_s)
+    request_id = uuid.uuid4()
+    place = await _place_take(user=user, api_client=api_client, request_id=request_id)
+    if place is False:
+        await refuse(user=user, api_client=api_client, source=source, text=text,
+                     outcome="rejected", error_class="TooManyTranslations")
+        cap = concurrency.translations_cap(api_client_id=getattr(api_client, "pk", None))
+        raise TranslationRefused(
+            "too_many_translations",
+            f"You already have {cap} translation{'s' if cap != 1 else ''} running; let one finish or "
+            f"cancel it, then retry (in about {concurrency.TRANSLATIONS_RETRY_AFTER_S} s).",
+            retry_after_s=concurrency.TRANSLATIONS_RETRY_AFTER_S)
+    try:
+        return await _translation_admit(user=user, api_client=api_client, source=source, text=text,
+                                        reading_level=reading_level, language=language, request_id=request_id)
+    except BaseException:
+        if place is not None:
+            await concurrency.place_give_back(place)  # refused after all: the place goes back at once
+        raise
+
+
+async def _place_take(*, user, api_client, request_id: uuid.UUID):
+    """The translation's place (:mod:`clinical.translation.concurrency`),
+    ``None`` when its holder has no cap, ``False`` when the cap is reached."""
+    api_client_id = getattr(api_client, "pk", None)
+    cap = concurrency.translations_cap(api_client_id=api_client_id)
+    if cap <= 0 or (api_client is None and user is None):
+        return None
+    key = concurrency.holder_key(kind=concurrency.TRANSLATIONS, user_id=getattr(user, "pk", None),
+                                 api_client_id=api_client_id)
+    place = await concurrency.place_take(key=key, member=str(request_id), cap=cap)
+    return False if place is None else place
+
+
+async def _translation_admit(*, user, api_client, source, text, reading_level, language, request_id):
+    refuse = database_sync_to_async(audit.audit_refusal)
     try:
         engine = await process_engine.engine_get()
     except Exception as exc:  # noqa: BLE001 - reported to the caller
@@ -226,7 +274,7 @@ async def _translation_accept(*, user, api_client, source, text, reading_level, 
     try:
         translation = await database_sync_to_async(translation_create)(
             user=user, api_client=api_client, text=text, source=source, engine_info=engine.info,
-            reading_level=reading_level, language=language)
+            reading_level=reading_level, language=language, request_id=request_id)
     except ValidationError as exc:
         admission.release()  # refused after all: the place goes back at once
         raise TranslationRefused(exc.code or "invalid", exc.messages[0]) from None

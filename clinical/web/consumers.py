@@ -5,7 +5,12 @@ the protocol), and a translation's events come from
 
 Anonymous sockets are closed with code 4401, and so is a socket whose
 session expires, is logged out or whose user is deactivated (checked on
-every frame and every ``SESSION_CHECK_INTERVAL_S``). A replica that shuts
+every frame and every ``SESSION_CHECK_INTERVAL_S``). A signed-in user outside
+the Clinician group gets a ``forbidden`` error frame and the close code 4403
+(:mod:`clinical.web.roles`; also when removed from the group while the
+socket is open); a user who already holds ``USER_MAX_SOCKETS`` open sockets
+(on any replica) gets ``too_many_sockets`` and 4429
+(:mod:`clinical.translation.concurrency`). A replica that shuts
 down closes its sockets with 1012 (Service Restart) once their streams have
 ended (:mod:`clinical.runtime.drain`).
 """
@@ -28,13 +33,20 @@ from clinical import frames
 from clinical.models import Translation
 from clinical.rerun import notify
 from clinical.runtime import drain
-from clinical.translation import ratelimit, selectors, services, stream
+from clinical.translation import concurrency, ratelimit, selectors, services, stream
 from clinical.translation.engine import engine_get
+from clinical.web.roles import NOT_A_CLINICIAN_MESSAGE, user_is_clinician
 from clinical.web.sessions import session_activity_record
 
 logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403  # signed in, but not a clinician
+CLOSE_TOO_MANY_SOCKETS = 4429  # USER_MAX_SOCKETS already open
+
+
+def _session_live_and_clinician(*, session_key: str | None, user) -> bool:
+    return selectors.session_is_live(session_key=session_key, user_id=user.pk) and user_is_clinician(user)
 
 
 class TranslateConsumer(AsyncJsonWebsocketConsumer):
@@ -44,17 +56,51 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
         self.task: asyncio.Task | None = None
         self.generating = False  # true from "started" until the last token
         self.groups_joined: set[str] = set()
+        self.place: concurrency.PlaceHolder | None = None
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         await self.accept()
+        if not await database_sync_to_async(user_is_clinician)(user):
+            await self.refuse("forbidden", NOT_A_CLINICIAN_MESSAGE, CLOSE_FORBIDDEN)
+            return
+        if not await self.place_take(user):
+            await self.refuse("too_many_sockets", f"You have {settings.USER_MAX_SOCKETS} connections open "
+                              "already (other tabs or windows). Close one, then reload this page.",
+                              CLOSE_TOO_MANY_SOCKETS)
+            return
         drain.socket_register(self)
         self.session_watch = asyncio.create_task(self.watch_session())
         # Start loading the model while the clinician is still typing.
         asyncio.ensure_future(engine_get()).add_done_callback(_ignore_result)
 
+    async def place_take(self, user) -> bool:
+        """Take one of the user's ``USER_MAX_SOCKETS`` places (False: all
+        are held). An unreachable Redis lets the socket in: its frames then
+        meet the same outage and answer ``unavailable``."""
+        if settings.USER_MAX_SOCKETS <= 0:
+            return True
+        key = concurrency.holder_key(kind=concurrency.SOCKETS, user_id=user.pk)
+        try:
+            place = await concurrency.place_take(key=key, member=self.channel_name, cap=settings.USER_MAX_SOCKETS)
+        except (RedisError, OSError) as exc:
+            logger.warning("socket cap not checked, Redis unreachable: %s", type(exc).__name__)
+            return True
+        if place is None:
+            return False
+        self.place = concurrency.PlaceHolder(place)
+        self.place.start()
+        return True
+
+    async def refuse(self, code: str, message: str, close_code: int) -> None:
+        """Tell the client why in an error frame, then close with ``close_code``."""
+        await self.send_json(frames.error_frame(code, message))
+        await self.close(code=close_code)
+
     async def disconnect(self, code: int) -> None:
+        if getattr(self, "place", None) is not None:
+            await self.place.stop()
         drain.socket_unregister(self)
         if getattr(self, "session_watch", None) is not None:
             self.session_watch.cancel()
@@ -65,13 +111,15 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(group, self.channel_name)
 
     async def session_live(self) -> bool:
+        """The session is live and its user still a clinician (one call)."""
         session = self.scope.get("session")
-        return await database_sync_to_async(selectors.session_is_live)(
-            session_key=getattr(session, "session_key", None), user_id=self.scope["user"].pk)
+        return await database_sync_to_async(_session_live_and_clinician)(
+            session_key=getattr(session, "session_key", None), user=self.scope["user"])
 
     async def end_session(self) -> None:
-        """The session expired, was logged out or the user deactivated:
-        stop any generation and close with 4401 (the page reloads to login)."""
+        """The session expired, was logged out, the user deactivated or
+        taken out of the Clinician group: stop any generation and close with
+        4401 (the page reloads: to the login page, or the 403 page)."""
         if self.generating:
             self.task.cancel()
         await self.close(code=CLOSE_UNAUTHENTICATED)
@@ -160,7 +208,7 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
         one-at-a-time engine another clinician's translation stops it, and
         then no frame follows (the ``done`` frame's vocabulary definitions
         stand)."""
-        events = stream.translation_events(translation=translation, engine=engine, received_ns=received_ns)
+        events = concurrency.translation_events(translation=translation, engine=engine, received_ns=received_ns)
         text_final = False  # this translation's text has ended (the socket is free)
         try:
             async for event in events:

@@ -1,10 +1,13 @@
-"""HTML views: the translation page (the streaming itself is a WebSocket)."""
+"""HTML views: the translation page (the streaming itself is a WebSocket).
+
+Every page that translates or shows translations is for members of the
+Clinician group only (:func:`clinical.web.roles.clinician_required`: 403 for
+anyone else signed in)."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -22,12 +25,13 @@ from clinical.translation.selectors import (
     translation_list_for_user,
     translation_search_for_user,
 )
+from clinical.web.roles import clinician_required
 
 HISTORY_PAGE_SIZE = 20
 HISTORY_QUERY_MAX_CHARS = 200
 
 
-@login_required
+@clinician_required
 def translate_page(request: HttpRequest) -> HttpResponse:
     """The clinician's page: paste a diagnosis, watch the translation stream."""
     return render(request, "clinical/translate.html", {
@@ -38,7 +42,7 @@ def translate_page(request: HttpRequest) -> HttpResponse:
     })
 
 
-@login_required
+@clinician_required
 def translation_history(request: HttpRequest) -> HttpResponse:
     """``GET /translations/?q=...&page=N``: the clinician's own translations,
     newest first, ``HISTORY_PAGE_SIZE`` a page, filtered by ``q`` (text in
@@ -50,7 +54,7 @@ def translation_history(request: HttpRequest) -> HttpResponse:
     return render(request, "clinical/history.html", {"page": page, "q": q})
 
 
-@login_required
+@clinician_required
 def translation_detail(request: HttpRequest, request_id) -> HttpResponse:
     """One of the clinician's own translations (404 for anyone else's). While
     verification is pending the page follows it over the WebSocket."""
@@ -69,7 +73,7 @@ def translation_detail(request: HttpRequest, request_id) -> HttpResponse:
     })
 
 
-@login_required
+@clinician_required
 @require_http_methods(["GET", "POST"])
 def translation_handout(request: HttpRequest, request_id) -> HttpResponse:
     """``/translations/<id>/handout/``: the patient handout of one of the

@@ -54,7 +54,9 @@
     socket.addEventListener("close", (event) => {
       socket = null;
       if (running) { setRunning(false); setStatus("Connection lost. Please try again."); }
-      if (event.code === 4401) { window.location.reload(); }
+      // 4401: signed out; 4403: not a clinician (the reload shows why).
+      // 4429 (too many sockets) keeps the error frame's message on screen.
+      if (event.code === 4401 || event.code === 4403) { window.location.reload(); }
       // 1012: that server is restarting. Reconnect (to another one, through
       // the load balancer) to keep following a verification in progress.
       if (event.code === 1012 && currentId && verifyBox && ["queued", "running"].includes(verifyBox.dataset.state)) {

@@ -17,12 +17,11 @@ import statistics
 import time
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 from websockets.asyncio.client import connect
 
 from clinical.models import AuditEvent, Translation
-from tests.conftest import ROOT, in_thread
+from tests.conftest import ROOT, clinician_create, in_thread
 from tests.data import laymaker_sentences
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -74,7 +73,7 @@ def percentile(values: list[float], q: float) -> float:
 async def test_fifty_sockets_for_sixty_seconds_lose_nothing(daphne_server, capsys):
     server = daphne_server(INFERENCE_ENGINE="fake", FAKE_ENGINE_TOKEN_DELAY_S="0.02", ENGINE_MAX_QUEUE="64",
                            TRANSLATE_RATE_PER_USER="100000/minute")
-    users = await in_thread(lambda: [get_user_model().objects.create_user(f"load-{i}") for i in range(SOCKETS)])
+    users = await in_thread(lambda: [clinician_create(f"load-{i}", password=None) for i in range(SOCKETS)])
     sessions = await in_thread(lambda: [session_for(user) for user in users])
     texts = laymaker_sentences()
 

@@ -45,7 +45,9 @@ needs_nginx = pytest.mark.skipif(not os.path.exists(NGINX),
 #: Fast leases and sweep, a slow fake engine (seconds).
 REPLICA_ENV = {"INFERENCE_ENGINE": "fake", "FAKE_ENGINE_TOKEN_DELAY_S": "0.15", "LEASE_TTL_S": "3",
                "LEASE_REFRESH_S": "1", "SWEEP_GRACE_S": "2", "ORPHAN_SWEEP_INTERVAL_S": "1",
-               "TRANSLATE_RATE_PER_USER": "1000/minute"}
+               "TRANSLATE_RATE_PER_USER": "1000/minute",
+               # One clinician drives every stream here: no fair-share caps.
+               "USER_MAX_SOCKETS": "0", "USER_MAX_CONCURRENT_TRANSLATIONS": "0"}
 
 
 class Replica:

@@ -1,4 +1,5 @@
-"""``manage.py demo_user``: create (once) and print the demo clinician login.
+"""``manage.py demo_user``: create (once) and print the demo clinician login
+(a member of the Clinician group, the role that may translate).
 
 For a laptop or a demo only; refused when ``DJANGO_ENV=production``. The
 password is random, made on first use and kept in ``var/demo-login.txt``
@@ -12,6 +13,7 @@ import secrets
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 
 USERNAME = "demo-clinician"
@@ -35,4 +37,5 @@ class Command(BaseCommand):
             user.save()
             secret_file.write_text(password + "\n")
             os.chmod(secret_file, 0o600)
+        user.groups.add(Group.objects.get_or_create(name="Clinician")[0])
         self.stdout.write(f"username: {USERNAME}\npassword: {password}")

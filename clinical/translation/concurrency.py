@@ -1,0 +1,187 @@
+"""Per-user caps on open sockets and on translations running at once, so
+that one clinician (or one API client) cannot hold the whole engine and
+others keep a fair share.
+
+Each holder (``user:<pk>`` or ``client:<pk>``) has one Redis sorted set per
+kind (``<CACHE_PREFIX>:held:sockets:<holder>``,
+``<CACHE_PREFIX>:held:translations:<holder>``): one member per socket
+(its channel name) or translation (its request id), scored with the Redis
+server's time (s) at which it lapses. Taking a place is one Lua script
+(drop the lapsed members, count, add when under the cap), so the cap holds
+across sockets, tabs, Daphne processes and replicas. The holder renews its
+place every ``LEASE_REFRESH_S`` while it lives and removes it when it ends
+(socket closed; translation's text final, cancelled or abandoned); a place
+whose replica was killed lapses after ``LEASE_TTL_S`` (default 15 s).
+
+Settings (0 = no cap): ``USER_MAX_SOCKETS`` (default 6),
+``USER_MAX_CONCURRENT_TRANSLATIONS`` (default 2),
+``API_CLIENT_MAX_CONCURRENT_TRANSLATIONS`` (default 4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import redis
+import redis.asyncio as aioredis
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+SOCKETS, TRANSLATIONS = "sockets", "translations"
+#: Seconds a client refused for too many running translations is asked to
+#: wait (a translation's text takes a few seconds to a minute on a CPU).
+TRANSLATIONS_RETRY_AFTER_S = 5
+
+# KEYS[1]: the holder's set. ARGV: member, cap, time to live (s).
+# Returns 1 when the member holds a place (new or renewed), else 0.
+_ACQUIRE = """
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t)
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then
+    return 0
+end
+redis.call('ZADD', KEYS[1], t + tonumber(ARGV[3]), ARGV[1])
+redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[3])) + 1)
+return 1
+"""
+# KEYS[1]: the holder's set. ARGV: member, time to live (s). Renews a place
+# still held; one that lapsed is not taken again (the cap may be full).
+_RENEW = """
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
+if redis.call('ZADD', KEYS[1], 'XX', 'CH', t + tonumber(ARGV[2]), ARGV[1]) == 1 then
+    redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2])) + 1)
+end
+return 1
+"""
+
+
+@dataclass(frozen=True)
+class Place:
+    """A place held in a holder's set (``key``) by ``member``."""
+
+    key: str
+    member: str
+
+
+_clients: dict[asyncio.AbstractEventLoop, aioredis.Redis] = {}
+
+
+def _client() -> aioredis.Redis:
+    loop = asyncio.get_running_loop()
+    client = _clients.get(loop)
+    if client is None:
+        client = _clients[loop] = aioredis.Redis.from_url(
+            settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+    return client
+
+
+def holder_key(*, kind: str, user_id: int | None = None, api_client_id: int | None = None) -> str:
+    """The Redis key of a user's or an API client's places of ``kind``."""
+    holder = f"client:{api_client_id}" if api_client_id is not None else f"user:{user_id}"
+    return f"{settings.CACHE_PREFIX}:held:{kind}:{holder}"
+
+
+def translations_cap(*, api_client_id: int | None) -> int:
+    """Translations a user or an API client may run at once (0 = no cap)."""
+    return (settings.API_CLIENT_MAX_CONCURRENT_TRANSLATIONS if api_client_id is not None
+            else settings.USER_MAX_CONCURRENT_TRANSLATIONS)
+
+
+def translation_place(translation) -> Place | None:
+    """The place a translation admitted by
+    :func:`clinical.translation.services.translation_accept` holds (its
+    request id in its user's or client's set), ``None`` when uncapped."""
+    if translations_cap(api_client_id=translation.api_client_id) <= 0 or \
+            (translation.user_id is None and translation.api_client_id is None):
+        return None
+    return Place(holder_key(kind=TRANSLATIONS, user_id=translation.user_id,
+                            api_client_id=translation.api_client_id), str(translation.request_id))
+
+
+async def place_take(*, key: str, member: str, cap: int) -> Place | None:
+    """Take a place for ``member`` in ``key`` if fewer than ``cap`` (> 0)
+    are held; it lapses after ``LEASE_TTL_S`` s unless renewed
+    (:class:`PlaceHolder`).
+
+    Returns:
+        The :class:`Place`, or ``None`` when the cap is reached.
+
+    Raises:
+        redis.RedisError / OSError: Redis unreachable.
+    """
+    taken = await _client().eval(_ACQUIRE, 1, key, member, cap, settings.LEASE_TTL_S)
+    return Place(key, member) if int(taken) else None
+
+
+async def place_give_back(place: Place) -> None:
+    """Give ``place`` back now; a failure is logged (the place lapses by
+    itself after ``LEASE_TTL_S``)."""
+    try:
+        await _client().zrem(place.key, place.member)
+    except (redis.RedisError, OSError) as exc:
+        logger.warning("place release failed: %s", type(exc).__name__)
+
+
+async def _renew_forever(place: Place) -> None:
+    while True:
+        await asyncio.sleep(settings.LEASE_REFRESH_S)
+        try:
+            await _client().eval(_RENEW, 1, place.key, place.member, settings.LEASE_TTL_S)
+        except (redis.RedisError, OSError) as exc:
+            logger.warning("place renewal failed: %s", type(exc).__name__)
+
+
+class PlaceHolder:
+    """Keeps a place renewed from :meth:`start` until :meth:`stop` gives
+    it back."""
+
+    def __init__(self, place: Place) -> None:
+        self.place = place
+        self._renewal: asyncio.Task | None = None
+        self._released = False
+
+    def start(self) -> None:
+        self._renewal = asyncio.get_running_loop().create_task(_renew_forever(self.place))
+
+    async def stop(self) -> None:
+        """Stop renewing and give the place back (awaited)."""
+        if self._renewal is not None:
+            self._renewal.cancel()
+        if not self._released:
+            self._released = True
+            await place_give_back(self.place)
+
+
+def translation_events(*, translation, engine, received_ns: int):
+    """:func:`clinical.translation.stream.translation_events`, holding the
+    translation's place (:func:`translation_place`) until its text is final:
+    the place is given back before the final event is passed on (so the
+    holder may start the next one at once), or when the stream is cancelled
+    or abandoned. Every transport reads a translation's events through this."""
+    from clinical.translation import stream  # stream -> generation -> services -> here
+
+    events = stream.translation_events(translation=translation, engine=engine, received_ns=received_ns)
+    place = translation_place(translation)
+    return events if place is None else _events_holding_place(events, place=place, final=stream.FINAL)
+
+
+async def _events_holding_place(events: AsyncIterator, *, place: Place, final: frozenset[str]) -> AsyncIterator:
+    holder = PlaceHolder(place)
+    holder.start()
+    try:
+        async with contextlib.aclosing(events):
+            async for event in events:
+                if event.kind in final:
+                    await holder.stop()
+                yield event
+    finally:
+        # Given back before a "cancelled" frame can reach the client; the
+        # shield lets it finish if this task is cancelled once more.
+        await asyncio.shield(holder.stop())
