@@ -235,6 +235,9 @@ class LlamaCppEngine(Engine):
         for job in self._jobs.values():
             job.cancelled.set()
         loop = asyncio.get_running_loop()
+        if getattr(self._executor, "_shutdown", False):  # a dead worker: free the model here
+            await asyncio.to_thread(self._close)
+            return
         await loop.run_in_executor(self._executor, self._close)
         self._executor.shutdown(wait=False)
 

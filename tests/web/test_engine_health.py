@@ -102,3 +102,40 @@ async def test_the_translation_in_flight_gets_an_error_frame_and_one_audit_recor
     frames = await frames_until(communicator, "done")
     assert frames[-1]["status"] == "completed"
     await communicator.disconnect()
+
+
+def test_a_dead_rerun_lane_shows_on_readiness_metrics_and_the_dashboard(client, django_user_model, settings):
+    """A worker's report as clinical.rerun.lane writes it, read back by the
+    three places IT looks (the real worker writing it: tests/live/test_engine_death.py)."""
+    from django.contrib.auth.models import Permission
+
+    from clinical.rerun import lane
+
+    settings.INFERENCE_ENGINE = "fake"
+    lane._name = "rerun@gpu-node-7"  # as heartbeat_start sets it in a worker
+    try:
+        lane.lane_report({"state": "dead", "alive": False, "reason": "EngineCore exited with code -9",
+                          "deaths": 1, "rebuilds": 0, "retry_in_s": 1.0, "engine": "vllm",
+                          "model": "Qwen2.5-7B-Instruct", "precision": "fp32"})
+        summary = lane.lane_summary()
+        assert summary["state"] == "down"
+        assert [w["worker"] for w in summary["workers"]] == ["rerun@gpu-node-7"]
+
+        assert REGISTRY.get_sample_value("clinical_rerun_engine_up", {"worker": "rerun@gpu-node-7"}) == 0.0
+        assert REGISTRY.get_sample_value("clinical_rerun_workers_reporting") == 1.0
+        process_engine.engine_set(FakeEngine())
+        response = client.get("/readyz")
+        assert response.status_code == 200  # the lane informs; it does not take the replica out
+        assert response.json()["rerun_lane"]["state"] == "down"
+
+        it = django_user_model.objects.create_user("it-lane", password="x-very-long-password-1", is_staff=True)
+        it.user_permissions.add(Permission.objects.get(codename="view_auditevent"))
+        client.force_login(it)
+        page = client.get("/admin/dashboard/").content.decode()
+        assert "Re-run worker rerun@gpu-node-7" in page and "EngineCore exited with code -9" in page
+        assert "Re-run lane: <strong>down</strong>" in page
+    finally:
+        lane.lane_forget()
+        lane._name = ""
+        process_engine.engine_set(None)
+    assert lane.lane_summary()["state"] == "no_workers"
