@@ -27,7 +27,9 @@ Server → client frames:
     ``{"type": "error", "code", "message", "retry_after_s"?}``
     (:func:`error_frame`) with ``code`` one of ``bad_frame``, ``empty``,
     ``too_long``, ``invalid``, ``invalid_option``, ``in_progress``,
-    ``engine_error``, ``not_found``, ``frame_too_large``, ``busy`` (the
+    ``engine_error``, ``engine_restarting`` (the engine died while this
+    translation was being written, or before it started, and is being
+    rebuilt: :func:`translation_failed_frame`), ``not_found``, ``frame_too_large``, ``busy`` (the
     engine's queue is full), ``rate_limited`` (``TRANSLATE_RATE_PER_USER`` or
     ``SOCKET_FRAME_RATE`` exceeded), ``too_many_translations`` (the user
     already runs ``USER_MAX_CONCURRENT_TRANSLATIONS``), ``too_many_sockets``
@@ -97,6 +99,26 @@ def error_frame(code: str, message: str, *, retry_after_s: float | None = None) 
     if retry_after_s is not None:
         frame["retry_after_s"] = retry_after_s
     return frame
+
+
+#: ``error_class`` recorded on a translation that the engine's death ended.
+ENGINE_DEAD_CLASS = "EngineDead"
+#: Seconds a client is asked to wait after the engine died (one rebuild of
+#: the default model on a CPU; a 7B model on a GPU takes longer).
+ENGINE_RESTART_RETRY_AFTER_S = 30
+
+
+def translation_failed_frame(translation: Translation) -> dict:
+    """``error`` for a translation whose row ended ``error``: code
+    ``engine_restarting`` with ``retry_after_s`` when the engine died under
+    it (``error_class`` ``EngineDead``; the replica rebuilds it), else
+    ``engine_error``. Either way the row and its audit record exist."""
+    if translation.error_class == ENGINE_DEAD_CLASS:
+        return error_frame(
+            "engine_restarting", "The translation engine stopped while writing this explanation and is "
+            "restarting. The partial text was recorded as failed; please do not use it. Try again "
+            "shortly.", retry_after_s=ENGINE_RESTART_RETRY_AFTER_S)
+    return error_frame("engine_error", "The translation failed and was recorded. Please try again.")
 
 
 def glossary_frame(translation: Translation) -> dict:

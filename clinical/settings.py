@@ -222,6 +222,15 @@ INFERENCE_DTYPE = os.environ.get("INFERENCE_DTYPE", "")
 # "busy, retry in N s" (0 = unbounded). llama.cpp serves one at a time, so
 # 8 means at most ~8 requests' worth of waiting.
 ENGINE_MAX_QUEUE = int(os.environ.get("ENGINE_MAX_QUEUE", "8"))
+# A dead engine (vLLM's engine-core process exited, llama.cpp failed inside a
+# decode) is rebuilt in-process (inference/supervisor.py): the first attempt
+# ENGINE_REBUILD_BACKOFF_S after the death, then doubling after each failed
+# attempt up to ENGINE_REBUILD_BACKOFF_MAX_S. A watchdog asks the engine every
+# ENGINE_HEALTH_INTERVAL_S seconds (0 = only when a request or /readyz asks).
+# The re-run worker uses the same backoff.
+ENGINE_REBUILD_BACKOFF_S = float(os.environ.get("ENGINE_REBUILD_BACKOFF_S", "1"))
+ENGINE_REBUILD_BACKOFF_MAX_S = float(os.environ.get("ENGINE_REBUILD_BACKOFF_MAX_S", "60"))
+ENGINE_HEALTH_INTERVAL_S = float(os.environ.get("ENGINE_HEALTH_INTERVAL_S", "1"))
 # Largest WebSocket frame the consumer accepts (bytes). 128 KiB holds a
 # translate frame of MAX_INPUT_CHARS characters even when every one is
 # JSON-escaped as a surrogate pair (12 bytes each).
@@ -259,10 +268,20 @@ INFERENCE_IGNORE_EOS = os.environ.get("INFERENCE_IGNORE_EOS", "") == "1"
 
 # --- Confidence gate: full-precision re-runs on Celery ------------------------
 # The worker's engine: vLLM in float32 without quantization over the same
-# model's weights as a Hugging Face folder (RERUN_MODEL; empty = the default
-# model converted by scripts/setup.sh).
+# model's weights as a Hugging Face folder (RERUN_MODEL; empty = the
+# full-precision weights of INFERENCE_MODEL, inference.models.full_precision_model).
+# A RERUN_MODEL whose architecture differs from INFERENCE_MODEL's is refused
+# at worker start unless RERUN_MODEL_MISMATCH_OK=1.
 RERUN_ENGINE = os.environ.get("RERUN_ENGINE", "vllm")
 RERUN_MODEL = os.environ.get("RERUN_MODEL", "")
+RERUN_MODEL_MISMATCH_OK = env_bool("RERUN_MODEL_MISMATCH_OK", False)
+# Share of its GPU the worker's vLLM engine may take (gpu_memory_utilization);
+# with a web replica on the same card the two shares must sum to <= 0.9
+# (deploy/README.md, "GPU memory plan").
+RERUN_GPU_MEMORY_UTILIZATION = float(os.environ.get("RERUN_GPU_MEMORY_UTILIZATION", "0.9"))
+# The worker publishes its engine's state to Redis every RERUN_LANE_HEARTBEAT_S
+# seconds (kept 3x as long), for /readyz, /metrics and the admin dashboard.
+RERUN_LANE_HEARTBEAT_S = float(os.environ.get("RERUN_LANE_HEARTBEAT_S", "10"))
 RERUN_DTYPE = os.environ.get("RERUN_DTYPE", "float32")
 RERUN_SOFT_TIME_LIMIT_S = int(os.environ.get("RERUN_SOFT_TIME_LIMIT_S", "900"))
 RERUN_TIME_LIMIT_S = int(os.environ.get("RERUN_TIME_LIMIT_S", "960"))

@@ -32,6 +32,24 @@ class EngineBusy(EngineError):
         self.retry_after_s = retry_after_s
 
 
+class EngineDead(EngineError):
+    """The engine can serve no request until it is rebuilt: vLLM's
+    engine-core process exited (CUDA error, OOM kill: vLLM's
+    ``EngineDeadError``), llama.cpp's worker failed inside the library, or
+    a rebuild is under way.
+
+    Attributes:
+        reason: what died, for logs and ``/readyz`` (never patient text).
+        retry_after_s: seconds until the next rebuild attempt is due
+            (``None`` when unknown).
+    """
+
+    def __init__(self, reason: str, retry_after_s: float | None = None) -> None:
+        super().__init__(f"engine dead: {reason}")
+        self.reason = reason
+        self.retry_after_s = retry_after_s
+
+
 class EnginePreempted(EngineError):
     """A background request (``GenerationParams.background``) was stopped
     so that an interactive request could run; nothing is retried.
@@ -117,6 +135,29 @@ class EngineInfo:
     precision: str
     device: str
     settings: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineHealth:
+    """An engine's answer to "can you serve?" (:meth:`Engine.health`).
+
+    Attributes:
+        state: ``"ready"`` (loaded and alive), ``"not_loaded"`` (never
+            started, or shut down) or ``"dead"`` (must be rebuilt).
+        reason: for ``"dead"``, what died (e.g. ``"EngineCore exited with
+            code -9"``); PHI-free, shown on ``/readyz``.
+    """
+
+    state: str
+    reason: str = ""
+
+    @property
+    def alive(self) -> bool:
+        return self.state == "ready"
+
+
+READY = EngineHealth("ready")
+NOT_LOADED = EngineHealth("not_loaded")
 
 
 _ADMISSION_LOCK = threading.Lock()
@@ -257,6 +298,18 @@ class Engine(abc.ABC):
         """Places reserved by :meth:`admit` and not yet taken over."""
         with _ADMISSION_LOCK:
             return len(self._admissions_live(time.monotonic()))
+
+    def health(self) -> EngineHealth:
+        """Whether the engine can serve now. Cheap and non-blocking (reads
+        state, starts no request), so ``/readyz``, the metrics scrape and a
+        watchdog may call it often, from any thread. Backends whose work
+        runs outside the event loop (vLLM's engine-core process, llama.cpp's
+        worker thread) override it to report their death.
+
+        Returns:
+            :data:`READY` once started, :data:`NOT_LOADED` before.
+        """
+        return READY if self._loaded else NOT_LOADED
 
     async def start(self) -> None:
         """Load the model once. Idempotent and safe for concurrent callers;

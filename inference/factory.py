@@ -36,6 +36,9 @@ class EngineConfig:
         tensor_parallel_size: GPUs one vLLM engine spans.
         gpu_memory_utilization: fraction (0, 1] of each GPU's memory vLLM
             may take for weights, activations and KV cache.
+        gpu_memory_setting: the setting ``gpu_memory_utilization`` came
+            from (``INFERENCE_GPU_MEMORY_UTILIZATION`` or
+            ``RERUN_GPU_MEMORY_UTILIZATION``), named when it does not fit.
         max_model_len: vLLM context length in tokens; 0 = ``n_ctx``.
         prefix_caching: vLLM automatic prefix caching (the shared system
             prompt's KV cache is reused).
@@ -61,6 +64,7 @@ class EngineConfig:
     device: str = "auto"
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.9
+    gpu_memory_setting: str = "INFERENCE_GPU_MEMORY_UTILIZATION"
     max_model_len: int = 0
     prefix_caching: bool = True
     enforce_eager: bool | None = None
@@ -173,6 +177,7 @@ def create_engine(config: EngineConfig) -> Engine:
                       dtype=config.dtype or None, max_model_len=config.max_model_len or config.n_ctx,
                       enable_prefix_caching=config.prefix_caching,
                       gpu_memory_utilization=config.gpu_memory_utilization,
+                      gpu_memory_setting=config.gpu_memory_setting,
                       tensor_parallel_size=config.tensor_parallel_size,
                       enforce_eager=config.enforce_eager,
                       speculative_model=config.speculative_model or None,

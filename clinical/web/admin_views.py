@@ -1,4 +1,5 @@
-"""The IT dashboard: latency percentiles, volume, error and re-run rates.
+"""The IT dashboard: the engines' health (this replica's and the re-run
+lane's), latency percentiles, volume, error and re-run rates.
 
 Plots are rendered on the server by matplotlib as SVG (no JavaScript, no
 CDN). Open to staff with the ``clinical.view_auditevent`` permission.
@@ -18,6 +19,8 @@ from django.contrib.auth.decorators import permission_required  # noqa: E402
 from django.http import HttpRequest, HttpResponse  # noqa: E402
 from django.template.response import TemplateResponse  # noqa: E402
 
+from clinical.rerun import lane  # noqa: E402
+from clinical.translation.engine import engine_status  # noqa: E402
 from clinical.web import stats  # noqa: E402
 
 WINDOWS = {"hour": "48h", "day": "30d"}
@@ -29,7 +32,10 @@ def _table(bucket: str):
 
 @permission_required("clinical.view_auditevent", raise_exception=True)
 def dashboard(request: HttpRequest) -> TemplateResponse:
-    """``/admin/dashboard/``: tables and plots per hour (48 h) and per day (30 d)."""
+    """``/admin/dashboard/``: the engines' health (this replica's engine,
+    :func:`clinical.translation.engine.engine_status`; each re-run worker's
+    as it last reported, :func:`clinical.rerun.lane.lane_summary`), then
+    tables and plots per hour (48 h) and per day (30 d)."""
     sections = []
     for bucket in ("hour", "day"):
         table = _table(bucket)
@@ -41,7 +47,9 @@ def dashboard(request: HttpRequest) -> TemplateResponse:
             "reruns": int(table["reruns"].sum()),
         }
         sections.append({"bucket": bucket, "window": WINDOWS[bucket], "rows": rows, "totals": totals})
-    context = {**admin.site.each_context(request), "title": "Latency and volume", "sections": sections}
+    status = engine_status()
+    context = {**admin.site.each_context(request), "title": "Latency and volume", "sections": sections,
+               "engine": status.as_dict() if status is not None else None, "rerun_lane": lane.lane_summary()}
     return TemplateResponse(request, "admin/dashboard.html", context)
 
 

@@ -225,8 +225,7 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
                 elif event.kind == stream.GLOSSARY:
                     await self.send_json(frames.glossary_frame(event.translation))
                 elif event.kind == stream.FAILED:
-                    await self.send_json(frames.error_frame(
-                        "engine_error", "The translation failed and was recorded. Please try again."))
+                    await self.send_json(frames.translation_failed_frame(event.translation))
                 elif event.kind == stream.UNRECORDED:
                     # The text was streamed but its final state could not be
                     # stored; the row stays pending until the sweep finalises it.

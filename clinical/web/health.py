@@ -7,16 +7,26 @@ supervisor restart every replica at once).
 ``GET /readyz``: whether this replica should receive traffic. Named checks,
 each ``{"ok": bool, "ms": float, "error"?: str}``:
 
-* ``engine``: the model is loaded (the first call loads it and prefills the
-  shared prompt, so ``scripts/run.sh`` and the tests use it to warm up);
+* ``engine``: the model is loaded and alive (the first call loads it and
+  prefills the shared prompt, so ``scripts/run.sh`` and the tests use it to
+  warm up). A dead engine (vLLM's engine-core process exited, llama.cpp
+  failed in a decode) fails it with ``"error": "EngineDead"``, a ``reason``
+  (e.g. ``"EngineCore exited with code -9"``), ``state`` (``dead`` or
+  ``rebuilding``) and ``retry_in_s``, until the replica has rebuilt it
+  (:func:`clinical.translation.engine.engine_get`);
 * ``redis``: ``PING`` answers within 2 s (channel layer, broker, leases);
 * ``database``: ``SELECT 1`` answers within 5 s.
 
 200 ``{"status": "ready", ...}`` when all pass; 503 with ``"status":
 "unavailable"`` (and ``error``, the first failing check's exception class)
 when one fails, or ``"status": "draining"`` once the replica is shutting
-down (:mod:`clinical.runtime.drain`). Neither carries patient data, so neither
-needs a login.
+down (:mod:`clinical.runtime.drain`). The body also carries ``engine_state``
+(this replica's engine: ``state``, ``reason``, ``deaths``, ``rebuilds``) and
+``rerun_lane`` (the re-run workers' engines as they last reported,
+:func:`clinical.rerun.lane.lane_summary`); the lane is information, not a
+check: a dead re-run lane delays verifications but does not make this
+replica unfit for traffic. Neither carries patient data, so neither needs a
+login.
 """
 
 from __future__ import annotations
@@ -33,8 +43,10 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from clinical.rerun import lane
 from clinical.runtime import drain
-from clinical.translation.engine import engine_get
+from clinical.translation.engine import engine_get, engine_status
+from inference.base import EngineDead
 
 REDIS_TIMEOUT_S = 2.0
 DATABASE_TIMEOUT_S = 5.0
@@ -50,8 +62,11 @@ async def _timed(check) -> tuple[dict, object]:
     try:
         value = await check()
     except Exception as exc:  # noqa: BLE001 - reported as a failed check
-        return {"ok": False, "ms": round((time.perf_counter() - started) * 1000, 1),
-                "error": type(exc).__name__}, None
+        failed = {"ok": False, "ms": round((time.perf_counter() - started) * 1000, 1),
+                  "error": type(exc).__name__}
+        if isinstance(exc, EngineDead):
+            failed["reason"] = exc.reason
+        return failed, None
     return {"ok": True, "ms": round((time.perf_counter() - started) * 1000, 1)}, value
 
 
@@ -76,8 +91,13 @@ async def _database_ping() -> None:
 
 async def readyz(request: HttpRequest) -> JsonResponse:
     """``GET /readyz``: see the module docstring."""
-    (engine_check, engine), (redis_check, _), (db_check, _) = await asyncio.gather(
-        _timed(engine_get), _timed(_redis_ping), _timed(_database_ping))
+    (engine_check, engine), (redis_check, _), (db_check, _), rerun_lane = await asyncio.gather(
+        _timed(engine_get), _timed(_redis_ping), _timed(_database_ping),
+        asyncio.to_thread(lane.lane_summary))
+    status = engine_status()
+    if status is not None and not engine_check["ok"]:
+        engine_check |= {"state": status.state, "reason": status.reason or engine_check.get("reason", ""),
+                         "retry_in_s": status.retry_in_s}
     checks = {"engine": engine_check, "redis": redis_check, "database": db_check}
     body: dict = {"status": "ready", "replica": settings.REPLICA_ID}
     if engine is not None:
@@ -85,10 +105,15 @@ async def readyz(request: HttpRequest) -> JsonResponse:
         body |= {"engine": info.engine, "model": info.model, "precision": info.precision,
                  "device": info.device}
     body["checks"] = checks
+    if status is not None:
+        body["engine_state"] = status.as_dict()
+    body["rerun_lane"] = rerun_lane
     failed = [check for check in checks.values() if not check["ok"]]
     if failed:
         body["status"] = "unavailable"
         body["error"] = failed[0]["error"]
+        if failed[0].get("reason"):
+            body["reason"] = failed[0]["reason"]
     elif drain.is_draining():
         body["status"] = "draining"
     return JsonResponse(body, status=200 if body["status"] == "ready" else 503)

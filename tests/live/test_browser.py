@@ -97,7 +97,9 @@ def test_verified_text_replaces_the_fast_one_and_is_there_on_return(
     in the FP32 text (fast draft kept for comparison); the detail page shows
     the verified text after the clinician comes back."""
     server = daphne_server(INFERENCE_ENGINE="fake", CONFIDENCE_THRESHOLD="1.01")
-    celery_worker_process(RERUN_ENGINE="vllm", RERUN_MODEL=str(smollm2_hf_path()))
+    celery_worker_process(RERUN_ENGINE="vllm", RERUN_MODEL=str(smollm2_hf_path()),
+                          # the replicas' model: the worker refuses another (clinical.rerun.engine)
+                          INFERENCE_MODEL=str(smollm2_gguf_path()))
     page = browser_page
     log_in(page, server, clinician.username)
     sentence = laymaker_sentences()[8]

@@ -35,7 +35,9 @@ async def open_socket(server, session):
 @pytest.mark.slow
 async def test_low_confidence_output_is_replaced_by_the_fp32_rerun_live(
         daphne_server, celery_worker_process, clinician):
-    worker = celery_worker_process(RERUN_ENGINE="vllm", RERUN_MODEL=str(smollm2_hf_path()))
+    worker = celery_worker_process(RERUN_ENGINE="vllm", RERUN_MODEL=str(smollm2_hf_path()),
+                                   # the replicas' model: the worker refuses another (clinical.rerun.engine)
+                                   INFERENCE_MODEL=str(smollm2_gguf_path()))
     server = daphne_server(INFERENCE_ENGINE="llamacpp", INFERENCE_MODEL=str(smollm2_gguf_path()),
                            CONFIDENCE_THRESHOLD="1.01")  # above any possible confidence
     session = await in_thread(lambda: server.login(clinician.username))

@@ -1,0 +1,64 @@
+"""The llama.cpp engine's health, on the real SmolLM2 GGUF.
+
+llama.cpp runs inside the server process, so what kills vLLM's separate
+engine core (a SIGKILL) would kill the whole replica here, and its
+supervisor restarts it. What the engine can survive and must report is a
+failure inside the library: a ``llama_decode`` error return (provoked for
+real below with a token id outside the vocabulary: llama.cpp answers -1
+and leaves its context's KV cache in an unknown state) or a worker thread
+that takes no more work. Either makes it ``dead``; the supervisor builds a
+fresh engine that serves."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from inference.base import EngineDead, GenerationParams, generate_text
+from inference.llamacpp_engine import LlamaCppEngine
+from inference.models import smollm2_gguf_path
+from inference.prompts import build_messages
+from inference.supervisor import EngineSupervisor
+
+MESSAGES = build_messages("No acute distress.")
+
+
+def small_engine() -> LlamaCppEngine:
+    return LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=1024, n_threads=1, precision="q4_1")
+
+
+async def test_a_failed_llama_decode_marks_the_engine_dead_and_refuses_later_requests():
+    engine = small_engine()
+    try:
+        text, _ = await generate_text(engine, "before", MESSAGES, GenerationParams(max_tokens=4))
+        assert text and engine.health().state == "ready"
+
+        invalid_token = 10 ** 7  # SmolLM2 has 49,152
+        with pytest.raises(EngineDead, match="RuntimeError inside llama.cpp decode"):
+            await asyncio.get_running_loop().run_in_executor(
+                engine._executor, engine._eval, engine._llm, [invalid_token])
+        health = engine.health()
+        assert (health.state, health.reason) == ("dead", "RuntimeError inside llama.cpp decode")
+        with pytest.raises(EngineDead):
+            await generate_text(engine, "after", MESSAGES, GenerationParams(max_tokens=4))
+    finally:
+        await engine.shutdown()
+
+
+async def test_a_dead_llamacpp_engine_is_rebuilt_by_the_supervisor_and_serves():
+    supervisor = EngineSupervisor(small_engine, backoff_s=0.1)
+    try:
+        first = await supervisor.get()
+        first._executor.shutdown(wait=True)  # its worker thread takes no more work
+        assert first.health().reason == "llama.cpp worker thread stopped"
+        with pytest.raises(EngineDead):
+            await generate_text(first, "dead", MESSAGES, GenerationParams(max_tokens=4))
+
+        engine = await supervisor.get(wait=True)
+        assert engine is not first and engine.health().alive
+        text, logprobs = await generate_text(engine, "rebuilt", MESSAGES, GenerationParams(max_tokens=8))
+        assert text and len(logprobs) >= 1
+        assert (supervisor.deaths, supervisor.rebuilds) == (1, 1)
+    finally:
+        await supervisor.shutdown()

