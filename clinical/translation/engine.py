@@ -3,6 +3,11 @@
 The engine is created and started inside the running event loop on first
 use (never once per request); every consumer and command in the process
 shares it.
+
+After it starts, the prompt's prefixes are warmed: the shared instructions
+at once, and (llama.cpp, serial) each example cluster's prefix as
+background work (:func:`_warm_cluster_prefixes`), so that a clinician's
+request restores a cached prefix instead of reading it.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from django.conf import settings
 
 from clinical.quality import measure as quality
 from clinical.runtime.metrics import ENGINE_QUEUE_DEPTH
-from inference.base import Engine, GenerationParams
+from inference.base import Engine, EngineError, EnginePreempted, GenerationParams
+from inference.examples import cluster_prefix_messages, default_router
 from inference.factory import EngineConfig, create_engine
 from inference.prompts import build_messages
 
@@ -23,6 +29,10 @@ logger = logging.getLogger(__name__)
 
 _engine: Engine | None = None
 _ready: asyncio.Future | None = None
+_warmup: asyncio.Task | None = None
+#: Prefix snapshots left free by the cluster warm-up, for the other
+#: instruction sets (the one-example prompt, the glossary, other grades).
+SNAPSHOTS_KEPT_FREE = 4
 
 
 def engine_config_from_settings() -> EngineConfig:
@@ -57,15 +67,16 @@ async def engine_get() -> Engine:
         inference.EngineError: the model failed to load (the next call
             tries again).
     """
-    global _engine, _ready
+    global _engine, _ready, _warmup
     if _ready is None or (_ready.done() and _ready.exception() is not None):
         loop = asyncio.get_running_loop()
         _ready = loop.create_future()
         try:
             if _engine is None:
                 _engine = create_engine(engine_config_from_settings())
-            # The readability and safety word lists load (a few seconds,
-            # once per process) while the model does.
+            # The readability and safety word lists, and the example
+            # clusters, load (a few seconds, once per process) while the
+            # model does.
             words = asyncio.ensure_future(asyncio.to_thread(_quality_warm))
             await _engine.start()
             await _prefill_shared_prompt(_engine)
@@ -75,6 +86,8 @@ async def engine_get() -> Engine:
             _ready.exception()  # mark retrieved; callers get the raise below
             raise
         _ready.set_result(_engine)
+        if _cluster_warmup_wanted(_engine):
+            _warmup = loop.create_task(_warm_cluster_prefixes(_engine))
         return _engine
     return await asyncio.shield(_ready)
 
@@ -88,16 +101,87 @@ async def _prefill_shared_prompt(engine: Engine) -> None:
         pass
 
 
+def _cluster_warmup_wanted(engine: Engine) -> bool:
+    """Warm the cluster prefixes: examples by cluster are on, and the
+    engine is llama.cpp's serial one keeping prefix snapshots (the batched
+    one holds only ``prefix_slots`` prefixes; vLLM caches prefixes itself)."""
+    info = engine.info
+    return bool(settings.PROMPT_EXAMPLES and settings.PROMPT_CLUSTERS > 0 and settings.PROMPT_CLUSTER_WARMUP
+                and info.engine == "llamacpp" and not info.settings.get("batching")
+                and info.settings.get("prefix_snapshots", 0) > SNAPSHOTS_KEPT_FREE)
+
+
+async def _warm_cluster_prefixes(engine: Engine, *, retries: int = 3, retry_after_s: float = 1.0) -> int:
+    """Evaluate the prefix of each example cluster (English, the default
+    grade: the prompt of ``PROMPT_CLUSTERS`` x ``PROMPT_CLUSTER_EXAMPLES``)
+    with a one-token background request on a fixed phrase, largest
+    clusters first, as many as the engine keeps snapshots of (less
+    :data:`SNAPSHOTS_KEPT_FREE`). The engine saves each prefix as a KV
+    snapshot (:mod:`inference.llamacpp_prefix`), so the first clinician
+    whose sentence falls in a cluster does not read its prefix (about 300
+    to 700 tokens: seconds on two cores).
+
+    Background requests run only when no clinician's request is queued; a
+    clinician who arrives waits at most for the prefix being evaluated
+    (llama.cpp cannot stop a prompt evaluation), and the request stopped
+    for them is tried again (``retries`` times, ``retry_after_s`` apart).
+
+    Returns:
+        The prefixes warmed. Engine failures end the warm-up (logged).
+    """
+    settings_now = (settings.PROMPT_CLUSTERS, settings.PROMPT_CLUSTER_EXAMPLES)
+    try:
+        router = await asyncio.to_thread(default_router, *settings_now)
+    except ValueError as exc:
+        logger.error("example clusters not warmed: %s", exc)
+        return 0
+    budget = max(0, int(engine.info.settings.get("prefix_snapshots", 0)) - SNAPSHOTS_KEPT_FREE)
+    order = sorted(range(router.n_clusters), key=lambda c: (-router.sizes[c], c))[:budget]
+    started, warmed = asyncio.get_running_loop().time(), 0
+    params = GenerationParams(max_tokens=1, background=True)
+    for cluster in order:
+        messages = cluster_prefix_messages(cluster, router=router)
+        for _attempt in range(retries + 1):
+            try:
+                async for _ in engine.generate(f"warmup-cluster-{cluster}-{uuid.uuid4()}", messages, params):
+                    pass
+            except EnginePreempted:
+                await asyncio.sleep(retry_after_s)
+                continue
+            except EngineError as exc:
+                logger.error("example cluster warm-up stopped: %s", type(exc).__name__)
+                return warmed
+            warmed += 1
+            break
+    logger.info("example cluster prefixes warmed clusters=%d of=%d seconds=%.1f",
+                warmed, router.n_clusters, asyncio.get_running_loop().time() - started)
+    return warmed
+
+
 def _quality_warm() -> None:
     try:
         quality.warm()
     except Exception as exc:  # noqa: BLE001 - the first measurement will report it
         logger.error("quality word lists failed to load: %s", type(exc).__name__)
+    if settings.PROMPT_EXAMPLES and settings.PROMPT_CLUSTERS > 0:
+        try:
+            default_router(settings.PROMPT_CLUSTERS, settings.PROMPT_CLUSTER_EXAMPLES)
+        except ValueError as exc:
+            logger.error("example clusters failed to fit: %s", exc)
+
+
+def _warmup_cancel() -> None:
+    global _warmup
+    if _warmup is not None and not _warmup.done():
+        _warmup.cancel()
+    _warmup = None
 
 
 def engine_set(engine: Engine | None) -> None:
-    """Replace the process engine (tests use it to install a fake engine)."""
+    """Replace the process engine (tests use it to install a fake engine);
+    a cluster warm-up of the engine replaced is stopped."""
     global _engine, _ready
+    _warmup_cancel()
     _engine, _ready = engine, None
 
 
@@ -109,6 +193,7 @@ def engine_current() -> Engine | None:
 
 async def engine_shutdown() -> None:
     """Shut the process engine down if one was created (server exit)."""
+    _warmup_cancel()
     if _engine is not None:
         await _engine.shutdown()
 
