@@ -272,9 +272,31 @@ def translation_message_parts(translation: Translation) -> list[list[dict[str, s
     :func:`translation_parts`): one list per sentence for the example
     prompts, a one-element list for one sentence or the ``PROMPT_VERSION``
     prompt. A re-run that reproduces the translation generates each and
-    joins the texts as :func:`clinical.translation.generation.translation_generate`
-    does (separators: :func:`translation_parts`)."""
+    joins the answers with :func:`translation_parts_join`, as
+    :func:`clinical.translation.generation.translation_generate` does."""
     return [part.messages for part in translation_parts(translation)]
+
+
+def translation_parts_join(parts: list[TranslationPart], texts: list[str]) -> str:
+    """The one text of a translation from its parts' answers, as the fast
+    run streams and stores it (:class:`clinical.translation.generation.TextJoiner`):
+    each answer stripped, after its part's separator, an empty answer left
+    out (with its separator).
+
+    Args:
+        parts: :func:`translation_parts` of the translation.
+        texts: the answer to each part, in order (as many as ``parts``).
+
+    Raises:
+        ValueError: not one text per part.
+    """
+    if len(parts) != len(texts):
+        raise ValueError(f"{len(texts)} texts for {len(parts)} parts")
+    joined = ""
+    for part, text in zip(parts, texts):
+        if text.strip():
+            joined += (part.separator if joined else "") + text.strip()
+    return joined
 
 
 def translation_messages(translation: Translation) -> list[dict[str, str]]:

@@ -152,3 +152,17 @@ async def test_the_warm_up_leaves_each_cluster_prefix_for_the_first_clinician(cl
     assert done.status == Translation.Status.COMPLETED and done.tokens_out >= 1
     assert smollm.prefix_evaluations == evaluated + 6  # nothing read again:
     assert smollm.prefix_snapshots.restored == restored + 1  # the cluster's prefix came back from its snapshot
+
+
+async def test_the_parts_joined_for_a_rerun_are_the_text_the_fast_run_stored(clinician):
+    """A re-run that generates each part joins the answers as the fast run
+    streamed them (clinical.models.translation_parts_join)."""
+    from clinical.models import translation_parts_join
+
+    engine = FakeEngine()
+    row = await create(clinician, NOTE)
+    done = await translation_generate(translation=row, engine=engine, received_ns=time.monotonic_ns())
+    answers = [" Plain words: " + s + " \n" for s in SENTENCES]  # the echo, with stray whitespace
+    assert translation_parts_join(translation_parts(row), answers) == done.output_text
+    assert translation_parts_join(translation_parts(row), ["", answers[1], " "]) == \
+        "Plain words: ABDOMEN : Soft, nontender."
