@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 from rest_framework_api_key.models import AbstractAPIKey
 
-from inference.examples import DEFAULT_K, default_pool, split_sentences
+from inference.examples import (
+    DEFAULT_K,
+    NoteSentence,
+    cluster_messages,
+    default_pool,
+    default_router,
+    note_sentences,
+)
 from inference.prompts import (
     DEFAULT_LANGUAGE,
     DEFAULT_READING_LEVEL,
@@ -17,6 +25,7 @@ from inference.prompts import (
     LANGUAGES,
     PROMPT_VERSION,
     READING_LEVELS,
+    ClusterPrompt,
     build_messages,
 )
 
@@ -178,29 +187,133 @@ class Translation(models.Model):
 
 
 def translation_prompt_version(*, text: str, language: str) -> str:
-    """The prompt a new translation gets: worked examples retrieved for the
+    """The prompt a new translation gets (stored as its ``prompt_version``).
+
+    English input of 1 to ``PROMPT_MAX_SENTENCES`` sentences
+    (:func:`inference.examples.note_sentences`) gets worked examples and is
+    generated sentence by sentence: with ``PROMPT_CLUSTERS`` > 0 the
+    cluster prefixes (:class:`inference.prompts.ClusterPrompt` of
+    ``PROMPT_CLUSTERS``, ``PROMPT_CLUSTER_EXAMPLES``, ``PROMPT_RETRIEVED_K``,
+    e.g. ``"2026-11-25.2+c24x8k0"``), else 6 examples retrieved per
     sentence (:data:`inference.prompts.EXAMPLES_PROMPT_VERSION`; measured
-    cross-fitted on laymaker-dev, docs/quality/retrieval.md) for one English
-    sentence, the input the retrieval was measured on; else the instructions
-    with one fixed example (:data:`inference.prompts.PROMPT_VERSION`): the
-    examples are English single sentences, and multi-sentence input is not
-    yet split and generated sentence by sentence. ``PROMPT_EXAMPLES`` off:
-    always the latter."""
-    if settings.PROMPT_EXAMPLES and language == "en" and len(split_sentences(text)) == 1:
-        return EXAMPLES_PROMPT_VERSION
-    return PROMPT_VERSION
+    cross-fitted on laymaker-dev, docs/quality/retrieval.md). Anything else
+    (Spanish output: the examples are English; a longer note;
+    ``PROMPT_EXAMPLES`` off) gets one request with the instructions and
+    one fixed example (:data:`inference.prompts.PROMPT_VERSION`).
+    """
+    if not settings.PROMPT_EXAMPLES or language != "en":
+        return PROMPT_VERSION
+    if not 1 <= len(note_sentences(text)) <= settings.PROMPT_MAX_SENTENCES:
+        return PROMPT_VERSION
+    if settings.PROMPT_CLUSTERS > 0:
+        return ClusterPrompt(settings.PROMPT_CLUSTERS, settings.PROMPT_CLUSTER_EXAMPLES,
+                             settings.PROMPT_RETRIEVED_K).version
+    return EXAMPLES_PROMPT_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class TranslationPart:
+    """One request of a translation: generated after the one before it,
+    its text streamed after that one's.
+
+    Attributes:
+        separator: put between the previous part's explanation and this
+            one's (``""`` for the first; ``" "`` or the note's line break;
+            :class:`inference.examples.NoteSentence`).
+        messages: the chat messages of the request.
+    """
+
+    separator: str
+    messages: list[dict[str, str]]
+
+
+def translation_parts(translation: Translation) -> list[TranslationPart]:
+    """The requests of a translation, in order, rendered from its stored
+    input, reading level, language and ``prompt_version`` only (so the fast
+    run and the full-precision re-run send the same messages, whatever the
+    settings are now).
+
+    * ``2026-11-25.2+c…`` (:class:`inference.prompts.ClusterPrompt`): one
+      part per sentence (:func:`inference.examples.note_sentences`), each
+      with its cluster's prefix (:func:`inference.examples.cluster_messages`
+      on the shipped pool's clusters for the stored settings; deterministic,
+      fitted once per process).
+    * :data:`inference.prompts.EXAMPLES_PROMPT_VERSION`: one part per
+      sentence, each with the ``DEFAULT_K`` most similar pool examples.
+    * anything else: one part, the whole text with the instructions of
+      ``PROMPT_VERSION``.
+
+    A one-sentence input is rendered from ``input_text`` itself, exactly as
+    before sentence splitting existed.
+
+    Raises:
+        ValueError: a cluster version whose settings do not fit the pool
+            (more clusters than rows).
+    """
+    options = {"reading_level": translation.reading_level, "language": translation.language}
+    cluster = ClusterPrompt.parse(translation.prompt_version)
+    if cluster is None and translation.prompt_version != EXAMPLES_PROMPT_VERSION:
+        return [TranslationPart("", build_messages(translation.input_text, **options))]
+    units = note_sentences(translation.input_text)
+    if len(units) <= 1:
+        units = [NoteSentence(translation.input_text, "")]
+    if cluster is not None:
+        router = default_router(cluster.clusters, cluster.per_cluster)
+        return [TranslationPart(u.separator, cluster_messages(u.text, router=router, k=cluster.k, **options))
+                for u in units]
+    pool = default_pool()
+    return [TranslationPart(u.separator, build_messages(u.text, examples=pool.retrieve(u.text, k=DEFAULT_K),
+                                                        **options))
+            for u in units]
+
+
+def translation_message_parts(translation: Translation) -> list[list[dict[str, str]]]:
+    """The chat messages of each request of a translation, in order (see
+    :func:`translation_parts`): one list per sentence for the example
+    prompts, a one-element list for one sentence or the ``PROMPT_VERSION``
+    prompt. A re-run that reproduces the translation generates each and
+    joins the answers with :func:`translation_parts_join`, as
+    :func:`clinical.translation.generation.translation_generate` does."""
+    return [part.messages for part in translation_parts(translation)]
+
+
+def translation_parts_join(parts: list[TranslationPart], texts: list[str]) -> str:
+    """The one text of a translation from its parts' answers, as the fast
+    run streams and stores it (:class:`clinical.translation.generation.TextJoiner`):
+    each answer stripped, after its part's separator, an empty answer left
+    out (with its separator).
+
+    Args:
+        parts: :func:`translation_parts` of the translation.
+        texts: the answer to each part, in order (as many as ``parts``).
+
+    Raises:
+        ValueError: not one text per part.
+    """
+    if len(parts) != len(texts):
+        raise ValueError(f"{len(texts)} texts for {len(parts)} parts")
+    joined = ""
+    for part, text in zip(parts, texts):
+        if text.strip():
+            joined += (part.separator if joined else "") + text.strip()
+    return joined
 
 
 def translation_messages(translation: Translation) -> list[dict[str, str]]:
-    """The chat messages for a translation, with its reading level, language
-    and prompt version (the fast run and the full-precision re-run use the
-    same); with :data:`inference.prompts.EXAMPLES_PROMPT_VERSION`, the
-    ``DEFAULT_K`` most similar examples of the shipped pool (TF-IDF)."""
-    examples = None
-    if translation.prompt_version == EXAMPLES_PROMPT_VERSION:
-        examples = default_pool().retrieve(translation.input_text, k=DEFAULT_K)
-    return build_messages(translation.input_text, reading_level=translation.reading_level,
-                          language=translation.language, examples=examples)
+    """The chat messages of a translation made in one request (the fast
+    run and the full-precision re-run use the same).
+
+    Raises:
+        ValueError: the translation was generated sentence by sentence in
+            several requests; use :func:`translation_message_parts` (a
+            single request of the first sentence would re-run only part of
+            the text).
+    """
+    parts = translation_message_parts(translation)
+    if len(parts) != 1:
+        raise ValueError(f"translation {translation.pk} was generated in {len(parts)} requests, one per "
+                         "sentence: use translation_message_parts")
+    return parts[0]
 
 
 #: ``Rerun.precision`` of the confidence gate's re-run (the design's FP32).

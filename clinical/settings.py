@@ -309,10 +309,32 @@ SAFETY_RERUN = env_bool("SAFETY_RERUN", True)
 # A failed faithfulness check (clinical/quality/faithfulness.py: the output
 # states something the input does not) queues the re-run too.
 FAITHFULNESS_RERUN = env_bool("FAITHFULNESS_RERUN", True)
-# Worked examples retrieved per sentence (clinical/models.py
-# translation_prompt_version): fewer wrong outputs, but about 258 more
-# prompt tokens to read per request (seconds of TTFT on 2 cores).
+# Worked examples for English input (clinical/models.py
+# translation_prompt_version), generated sentence by sentence: fewer wrong
+# outputs. Off: one request with today's instructions (2026-11-22.3).
 PROMPT_EXAMPLES = env_bool("PROMPT_EXAMPLES", True)
+# How the examples are chosen (inference/prompts.py CLUSTER_PROMPT_VERSION):
+# the shipped pool is cut into PROMPT_CLUSTERS k-means clusters, each with
+# PROMPT_CLUSTER_EXAMPLES fixed examples in a prompt prefix the engine
+# caches (one KV snapshot per cluster, INFERENCE_PREFIX_SNAPSHOTS), plus
+# PROMPT_RETRIEVED_K examples retrieved for the sentence inside the last
+# message (prefill paid by every request). PROMPT_CLUSTERS=0: 6 examples
+# retrieved per sentence as turns (2026-11-25.1), about 258 more prompt
+# tokens read per request (seconds of TTFT on 2 cores).
+PROMPT_CLUSTERS = int(os.environ.get("PROMPT_CLUSTERS", "24"))
+PROMPT_CLUSTER_EXAMPLES = int(os.environ.get("PROMPT_CLUSTER_EXAMPLES", "8"))
+PROMPT_RETRIEVED_K = int(os.environ.get("PROMPT_RETRIEVED_K", "0"))
+# More sentences than this in one input: one request with today's
+# instructions instead (each sentence is a request of up to
+# MAX_OUTPUT_TOKENS tokens).
+PROMPT_MAX_SENTENCES = int(os.environ.get("PROMPT_MAX_SENTENCES", "40"))
+# After the engine starts, evaluate each cluster's prefix (English, default
+# grade) as background work, so a clinician's first sentence of a cluster
+# does not pay it (llama.cpp, one request at a time, only).
+PROMPT_CLUSTER_WARMUP = env_bool("PROMPT_CLUSTER_WARMUP", True)
+for _name in ("PROMPT_CLUSTERS", "PROMPT_CLUSTER_EXAMPLES", "PROMPT_RETRIEVED_K", "PROMPT_MAX_SENTENCES"):
+    if globals()[_name] < 0:  # PROMPT_CLUSTERS above the pool's 175 rows fails at the first use
+        raise ImproperlyConfigured(f"{_name} must be >= 0")
 # Glossary: at most this many terms; plain definitions written by the engine
 # after the main text (GLOSSARY_GENERATE, GLOSSARY_MAX_TOKENS), else the
 # vocabulary's own definitions.

@@ -149,22 +149,49 @@ class ExamplePool:
 class ClusterRouter:
     """Routes a sentence to the nearest of ``n_clusters`` k-means clusters
     of a pool and gives that cluster's fixed examples: the ``per_cluster``
-    members nearest its centroid, most central first. Those are identical
-    for every sentence of the cluster, so they can sit in a cached prompt
-    prefix (one per cluster; the llama.cpp engine keeps 8 prefix snapshots).
+    members nearest its centroid, most central first (fewer when the
+    cluster is smaller). Those are identical for every sentence of the
+    cluster, so they sit in a cached prompt prefix, one per cluster (the
+    llama.cpp engine keeps ``INFERENCE_PREFIX_SNAPSHOTS`` prefix snapshots,
+    :mod:`inference.llamacpp_prefix`).
+
+    The fit is deterministic for a given pool, ``n_clusters``,
+    ``per_cluster`` and ``seed``: scikit-learn ``KMeans`` (Lloyd,
+    ``n_init=10``, ``random_state=seed``) runs on one OpenMP thread
+    (``threadpoolctl``), so the summation order, hence the clusters, do not
+    depend on the machine's core count. A stored translation is rendered
+    again from these settings (:func:`clinical.models.translation_message_parts`).
+
+    Args:
+        pool: the pool whose TF-IDF rows are clustered.
+        n_clusters: 1..``len(pool)``.
+        per_cluster: fixed examples per cluster, >= 0.
+        seed: k-means ``random_state``.
+
+    Raises:
+        ValueError: ``n_clusters`` or ``per_cluster`` out of range.
     """
 
     def __init__(self, pool: ExamplePool, n_clusters: int, per_cluster: int, seed: int) -> None:
         import numpy as np
         from sklearn.cluster import KMeans
+        from threadpoolctl import threadpool_limits
 
+        if not 1 <= n_clusters <= len(pool):
+            raise ValueError(f"n_clusters must be 1..{len(pool)} for this pool, not {n_clusters}")
+        if per_cluster < 0:
+            raise ValueError(f"per_cluster must be >= 0, not {per_cluster}")
         self.pool = pool
-        self._kmeans = KMeans(n_clusters=n_clusters, n_init=10, random_state=seed).fit(pool._matrix)
-        distances = self._kmeans.transform(pool._matrix)  # (rows, clusters), Euclidean
+        self.n_clusters, self.per_cluster, self.seed = n_clusters, per_cluster, seed
+        with threadpool_limits(limits=1):
+            self._kmeans = KMeans(n_clusters=n_clusters, n_init=10, random_state=seed).fit(pool._matrix)
+            distances = self._kmeans.transform(pool._matrix)  # (rows, clusters), Euclidean
         labels = self._kmeans.labels_
+        #: Pool rows per cluster (cluster index -> count).
+        self.sizes: list[int] = [int((labels == c).sum()) for c in range(n_clusters)]
         self.fixed: list[list[Example]] = []
         for c in range(n_clusters):
-            members = [i for i in np.argsort(distances[:, c]) if labels[i] == c][:per_cluster]
+            members = [i for i in np.argsort(distances[:, c], kind="stable") if labels[i] == c][:per_cluster]
             self.fixed.append([pool.examples[i] for i in members])
 
     def route(self, text: str) -> tuple[int, list[Example]]:
@@ -181,6 +208,18 @@ def default_pool() -> ExamplePool:
     """The shipped pool (all 175 changed laymaker-dev rows), loaded once
     per process (about 20 ms)."""
     return ExamplePool.load()
+
+
+@functools.cache
+def default_router(n_clusters: int, per_cluster: int) -> ClusterRouter:
+    """The shipped pool's clusters (seed :data:`FOLD_SEED`, the seed
+    ``bench/quality.py`` uses), fitted once per process and settings (about
+    0.9 s on one core for 24 clusters).
+
+    Raises:
+        ValueError: see :class:`ClusterRouter`.
+    """
+    return default_pool().clusters(n_clusters, per_cluster)
 
 
 def crossfit_folds(ids: Iterable[str], seed: int = FOLD_SEED) -> tuple[frozenset[str], frozenset[str]]:
@@ -226,32 +265,92 @@ def _punkt():
         return tokenizer
 
 
+def _line_pieces(line: str) -> list[str]:
+    """One stripped line of a note split by Punkt and before headings."""
+    return [s.strip() for piece in _punkt().tokenize(line) for s in _HEADING.split(piece) if s.strip()]
+
+
 def split_sentences(text: str) -> list[str]:
     """Split a clinical note into sentences, in order.
 
     Lines are split first (notes put one finding per line), then each line
     by NLTK's Punkt; a capitalised heading with a colon ("ABDOMEN :") stays
-    with the findings that follow it, and a heading that follows a sentence
-    on the same line starts a new one. Blank pieces are dropped.
+    with the findings that follow it on its line, and a heading that
+    follows a sentence on the same line starts a new one. Blank pieces are
+    dropped. A heading alone on its line stays a piece of its own here;
+    :func:`note_sentences` joins it to the findings after it.
 
     Returns:
         The sentences, stripped, in their order in ``text``.
     """
     sentences: list[str] = []
     for line in text.splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        for piece in _punkt().tokenize(line):
-            sentences.extend(s.strip() for s in _HEADING.split(piece) if s.strip())
+        if line.strip():
+            sentences.extend(_line_pieces(line.strip()))
     return sentences
+
+
+#: A piece that is only a heading: "PHYSICAL EXAMINATION :", "HEENT:".
+_HEADING_ONLY = re.compile(r"[A-Z][A-Z /&-]{2,}\s?:")
+
+
+@dataclass(frozen=True, slots=True)
+class NoteSentence:
+    r"""One unit of a note that is generated on its own.
+
+    Attributes:
+        text: the sentence as written (stripped); a heading alone on its
+            line or at the end of one comes with the findings after it,
+            joined by the line break or space that separated them.
+        separator: what separates its explanation from the one before:
+            ``""`` for the first, ``" "`` within a line, ``"\n"`` after a
+            line break, ``"\n\n"`` after blank lines.
+    """
+
+    text: str
+    separator: str
+
+
+def note_sentences(text: str) -> list[NoteSentence]:
+    r"""The units of a note generated one after another
+    (:func:`split_sentences`), headings joined to their findings, with the
+    separator each explanation gets before it.
+
+    ``"PHYSICAL EXAMINATION :\nGENERAL : Alert. Vital signs stable."`` gives
+    ``["PHYSICAL EXAMINATION :\nGENERAL : Alert.", "Vital signs stable."]``
+    with separators ``""`` and ``" "``. A heading with nothing after it is
+    a unit of its own.
+
+    Returns:
+        The units in their order in ``text``; empty for blank text.
+    """
+    units: list[NoteSentence] = []
+    heading: tuple[str, str] | None = None  # (text, separator) waiting for its findings
+    blank = False
+    for line in text.splitlines():
+        if not line.strip():
+            blank = bool(units or heading)
+            continue
+        for index, piece in enumerate(_line_pieces(line.strip())):
+            separator = ("\n\n" if blank else "\n") if index == 0 else " "
+            is_heading = _HEADING_ONLY.fullmatch(piece) is not None
+            if heading is not None:  # the heading, then what separated it from this piece, then the piece
+                piece, separator, heading = heading[0] + separator + piece, heading[1], None
+            if is_heading:
+                heading = (piece, separator)
+            else:
+                units.append(NoteSentence(piece, separator if units else ""))
+        blank = False
+    if heading is not None:
+        units.append(NoteSentence(heading[0], heading[1] if units else ""))
+    return units
 
 
 def messages_per_sentence(text: str, *, reading_level: int | None = None, language: str | None = None,
                           k: int = DEFAULT_K, pool: ExamplePool | None = None) -> list[tuple[str, list[dict[str, str]]]]:
     """The retrieval prompt (``EXAMPLES_PROMPT_VERSION``) for each sentence
-    of ``text``, in order: what a caller generates one after another and
-    streams in order.
+    of ``text`` (:func:`note_sentences`), in order: what a caller generates
+    one after another and streams in order.
 
     Args:
         text: the clinician's text (one or more sentences).
@@ -268,8 +367,54 @@ def messages_per_sentence(text: str, *, reading_level: int | None = None, langua
     pool = pool or default_pool()
     options = {key: value for key, value in (("reading_level", reading_level), ("language", language))
                if value is not None}
-    return [(sentence, build_messages(sentence, examples=pool.retrieve(sentence, k), **options))
-            for sentence in split_sentences(text)]
+    return [(unit.text, build_messages(unit.text, examples=pool.retrieve(unit.text, k), **options))
+            for unit in note_sentences(text)]
+
+
+#: A fixed phrase (not patient data) that ends the prompts which only warm
+#: a cluster's prefix (:func:`cluster_prefix_messages`).
+WARMUP_SENTENCE = "No acute distress."
+
+
+def cluster_messages(sentence: str, *, router: ClusterRouter, k: int = 0, reading_level: int | None = None,
+                     language: str | None = None) -> list[dict[str, str]]:
+    """The cluster prompt (``CLUSTER_PROMPT_VERSION``) for one sentence:
+    the system message, the fixed examples of the sentence's cluster as
+    turns (:meth:`ClusterRouter.route`; the cached prefix, shared by the
+    cluster), then the sentence, with ``k`` more examples retrieved from
+    the router's pool listed inline in that last message (paid per
+    request; none of them is a fixed one or the sentence itself).
+
+    The same as ``bench/quality.py`` ``run_examples`` renders with
+    ``--clusters N --per-cluster M --k K --placement inline`` for a pool
+    (there, each cross-fitted half; here, the pool the router was fitted on).
+
+    Returns:
+        ``{"role", "content"}`` messages; every message but the last is
+        the same for all sentences of a cluster (unless the sentence is
+        itself one of the cluster's fixed examples).
+    """
+    from inference.prompts import build_messages
+
+    _, fixed = router.route(sentence)
+    shown = {e.id for e in fixed}
+    examples = [e for e in router.pool.retrieve(sentence, k + len(fixed)) if e.id not in shown][:k] if k > 0 else []
+    options = {key: value for key, value in (("reading_level", reading_level), ("language", language))
+               if value is not None}
+    return build_messages(sentence, examples=examples, placement="inline", prefix_examples=fixed, **options)
+
+
+def cluster_prefix_messages(cluster: int, *, router: ClusterRouter, reading_level: int | None = None,
+                            language: str | None = None) -> list[dict[str, str]]:
+    """Messages whose prefix (all but the last) is ``cluster``'s, ending
+    with :data:`WARMUP_SENTENCE`: a one-token request on them leaves that
+    prefix in the engine's cache (a warm-up, no patient data)."""
+    from inference.prompts import build_messages
+
+    options = {key: value for key, value in (("reading_level", reading_level), ("language", language))
+               if value is not None}
+    return build_messages(WARMUP_SENTENCE, examples=[], placement="inline",
+                          prefix_examples=router.fixed[cluster], **options)
 
 
 # --- building the shipped pool ---------------------------------------------

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 
 from inference.base import Engine
+from inference.llamacpp_prefix import DEFAULT_PREFIX_SNAPSHOTS
 from inference.vllm_engine import cuda_available
 
 logger = logging.getLogger(__name__)
@@ -51,6 +52,15 @@ class EngineConfig:
             the engine's measured default
             (:data:`inference.llamacpp_engine.DEFAULT_MAX_BATCH`). Read
             from ``ENGINE_MAX_BATCH`` when not given.
+        prefix_snapshots: llama.cpp KV-cache snapshots of instruction
+            prefixes kept (:mod:`inference.llamacpp_prefix`): one per
+            instruction set in use (each example cluster's prefix, the
+            one-example prompt per grade and language, the glossary's).
+            Each takes about 28 KiB per prefix token for Qwen2.5-1.5B in
+            f16 (a 600-token cluster prefix: about 16 MiB; 32 of them about
+            0.5 GiB). Read from ``INFERENCE_PREFIX_SNAPSHOTS`` when not
+            given; default
+            :data:`inference.llamacpp_prefix.DEFAULT_PREFIX_SNAPSHOTS`.
     """
 
     engine: str = "auto"
@@ -71,6 +81,7 @@ class EngineConfig:
     speculative_model: str = ""
     num_speculative_tokens: int = 5
     max_batch: int = field(default_factory=lambda: env_max_batch())
+    prefix_snapshots: int = field(default_factory=lambda: env_prefix_snapshots())
 
 
 def env_max_batch() -> int:
@@ -83,6 +94,20 @@ def env_max_batch() -> int:
     value = int(raw)
     if value < 0:
         raise ValueError(f"ENGINE_MAX_BATCH must be >= 0, not {raw!r}")
+    return value
+
+
+def env_prefix_snapshots() -> int:
+    """``INFERENCE_PREFIX_SNAPSHOTS`` from the environment (default
+    :data:`DEFAULT_PREFIX_SNAPSHOTS`; 0 = keep none).
+
+    Raises:
+        ValueError: not a whole number >= 0.
+    """
+    raw = os.environ.get("INFERENCE_PREFIX_SNAPSHOTS", "").strip() or str(DEFAULT_PREFIX_SNAPSHOTS)
+    value = int(raw)
+    if value < 0:
+        raise ValueError(f"INFERENCE_PREFIX_SNAPSHOTS must be >= 0, not {raw!r}")
     return value
 
 
@@ -168,7 +193,7 @@ def create_engine(config: EngineConfig) -> Engine:
         )
         return LlamaCppEngine(model, n_ctx=config.n_ctx, n_threads=config.threads or None,
                               precision=precision, max_queue=config.max_queue,
-                              max_batch=config.max_batch or None)
+                              max_batch=config.max_batch or None, prefix_snapshots=config.prefix_snapshots)
     from inference.vllm_engine import VllmEngine
 
     model = config.model or str(models.default_hf_path())

@@ -59,7 +59,7 @@ from inference.base import (
     GenerationParams,
 )
 from inference.llamacpp_batch import BatchScheduler, log_softmax_at
-from inference.llamacpp_prefix import PrefixSnapshots
+from inference.llamacpp_prefix import DEFAULT_PREFIX_SNAPSHOTS, PrefixSnapshots
 
 logger = logging.getLogger(__name__)
 
@@ -126,8 +126,11 @@ class LlamaCppEngine(Engine):
             :meth:`Engine.admit`); ``None`` = unbounded.
         prefix_snapshots: KV-cache snapshots of instruction prefixes kept
             (:mod:`inference.llamacpp_prefix`), so a translation after a
-            glossary job does not read its instructions again; 0 = none
-            (serial engine; 0 also turns the batched engine's holders off).
+            glossary job, or after a sentence of another example cluster,
+            does not read its instructions again; 0 = none (serial engine;
+            0 also turns the batched engine's holders off). Default
+            :data:`inference.llamacpp_prefix.DEFAULT_PREFIX_SNAPSHOTS`
+            (memory: see there).
         max_batch: requests decoded together (continuous batching,
             :mod:`inference.llamacpp_batch`); 1 = one at a time (the serial
             engine below); default :data:`DEFAULT_MAX_BATCH`.
@@ -152,7 +155,7 @@ class LlamaCppEngine(Engine):
         precision: str = "gguf",
         seed: int = 0,
         max_queue: int | None = None,
-        prefix_snapshots: int = 8,
+        prefix_snapshots: int = DEFAULT_PREFIX_SNAPSHOTS,
         max_batch: int | None = None,
         prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
         prefix_slots: int = DEFAULT_PREFIX_SLOTS,

@@ -26,18 +26,31 @@ from collections.abc import Sequence
 
 logger = logging.getLogger(__name__)
 
+#: Snapshots the llama.cpp engine keeps by default (``INFERENCE_PREFIX_SNAPSHOTS``,
+#: :class:`inference.factory.EngineConfig`): the default 24 example clusters
+#: (clinical ``PROMPT_CLUSTERS``) plus the other instruction sets (the
+#: one-example prompt per grade and language, the glossary). About 28 KiB
+#: per prefix token for Qwen2.5-1.5B in f16: a cluster prefix of 300-700
+#: tokens takes 8-19 MiB, so 32 snapshots take at most about 0.6 GiB.
+DEFAULT_PREFIX_SNAPSHOTS = 32
+
 
 class PrefixSnapshots:
     """Most recently used KV-cache snapshots, keyed by their token ids.
 
     Args:
-        capacity: snapshots kept (0 disables the store); each holds one
-            instruction set (reading level x language x task), a few MB.
+        capacity: snapshots kept (0 disables the store), least recently
+            used dropped first; each holds one instruction set (reading
+            level x language x task, or one example cluster's prefix):
+            about 28 KiB per prefix token for Qwen2.5-1.5B in f16, so 5 MiB
+            for the 190-token one-example prompt and 8-19 MiB for a cluster
+            prefix of 300-700 tokens. The engine's default is
+            ``INFERENCE_PREFIX_SNAPSHOTS`` (:data:`DEFAULT_PREFIX_SNAPSHOTS`).
 
     Used only from the engine's worker thread.
     """
 
-    def __init__(self, capacity: int = 8) -> None:
+    def __init__(self, capacity: int = DEFAULT_PREFIX_SNAPSHOTS) -> None:
         self.capacity = capacity
         self._store: collections.OrderedDict[tuple[int, ...], ctypes.Array] = collections.OrderedDict()
         self.restored = 0  #: prefixes written back instead of evaluated

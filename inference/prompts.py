@@ -25,15 +25,61 @@ sentences with the default 1.5B model, docs/quality/):
   ``examples=``; without them it still renders ``2026-11-22.3``
   (:data:`PROMPT_VERSION`), so a caller stores :func:`prompt_version`.
   Measured cross-fitted in docs/quality/quality-report.md.
+* ``2026-11-25.2`` (:data:`CLUSTER_PROMPT_VERSION`, issue 22): the
+  ``.1`` system message and examples, laid out so the examples cost a
+  cached prefix instead of a prefill per request. The shipped pool is
+  clustered (k-means over its TF-IDF rows, :class:`inference.examples.ClusterRouter`);
+  each cluster's fixed examples (its rows nearest the centroid) are turns
+  right after the system message, so every message but the last is the
+  same for all sentences of a cluster and the engine keeps it as one KV
+  snapshot; ``k`` more retrieved examples, if any, are listed inline in
+  the last message (paid per request). Stored with its settings,
+  ``"2026-11-25.2+c24x8k0"`` (:class:`ClusterPrompt`), so a stored
+  translation renders the same messages again after the settings change.
+  Changing the shipped pool file changes the clusters: give the prompt a
+  new version then.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 PROMPT_VERSION = "2026-11-22.3"
 #: The version of the messages :func:`build_messages` renders with ``examples``.
 EXAMPLES_PROMPT_VERSION = "2026-11-25.1"
+#: Cluster prefixes (:class:`ClusterPrompt`; stored with its settings as a suffix).
+CLUSTER_PROMPT_VERSION = "2026-11-25.2"
+_CLUSTER_VERSION = re.compile(re.escape(CLUSTER_PROMPT_VERSION) + r"\+c(\d+)x(\d+)k(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterPrompt:
+    """The settings of a :data:`CLUSTER_PROMPT_VERSION` prompt, which
+    decide its messages for a given shipped pool.
+
+    Attributes:
+        clusters: k-means clusters of the pool (>= 1).
+        per_cluster: fixed examples per cluster, in the cached prefix.
+        k: retrieved examples listed inline in the last message.
+    """
+
+    clusters: int
+    per_cluster: int
+    k: int
+
+    @property
+    def version(self) -> str:
+        """What a translation stores, e.g. ``"2026-11-25.2+c24x8k0"`` (at
+        most 32 characters for any realistic setting)."""
+        return f"{CLUSTER_PROMPT_VERSION}+c{self.clusters}x{self.per_cluster}k{self.k}"
+
+    @classmethod
+    def parse(cls, version: str) -> ClusterPrompt | None:
+        """The settings in a stored version; ``None`` for any other version."""
+        match = _CLUSTER_VERSION.fullmatch(version or "")
+        return cls(*(int(g) for g in match.groups())) if match else None
 
 #: US school grade → the wording the model is given. Grade 6 is the default
 #: (the AMA and NIH advise patient materials at grade 6 or below).

@@ -51,7 +51,7 @@ from functools import cache
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from clinical.models import Translation, translation_messages
+from clinical.models import Translation, translation_message_parts
 from clinical.quality import glossary
 from clinical.quality import measure as quality
 from clinical.quality.gate import gate_threshold
@@ -116,6 +116,11 @@ class CandidatePlan:
             calibrated per prompt version).
         skipped: why the candidate does not apply to this translation
             (``messages`` is then empty and nothing is generated).
+        parts: for a translation generated sentence by sentence
+            (:func:`clinical.models.translation_message_parts`), the
+            messages of each part, generated in order and joined with
+            :func:`clinical.models.translation_parts_join` (``messages`` is
+            then empty); empty for one request.
     """
 
     name: str
@@ -123,6 +128,7 @@ class CandidatePlan:
     params: GenerationParams
     prompt_version: str
     skipped: str = ""
+    parts: tuple[list[dict[str, str]], ...] = ()
 
 
 def candidate_plan(*, translation: Translation, name: str, messages: list[dict[str, str]] | None = None,
@@ -141,13 +147,13 @@ def candidate_plan(*, translation: Translation, name: str, messages: list[dict[s
         KeyError: ``name`` is not one of :data:`CANDIDATE_NAMES`.
     """
     max_tokens = settings.MAX_OUTPUT_TOKENS
-    if name == FULL_PRECISION:
-        return CandidatePlan(name, messages or translation_messages(translation),
-                             GenerationParams(max_tokens=max_tokens), translation.prompt_version)
-    if name == SAMPLED:
-        return CandidatePlan(name, messages or translation_messages(translation),
-                             GenerationParams(max_tokens=max_tokens, temperature=SAMPLED_TEMPERATURE),
-                             translation.prompt_version)
+    if name in (FULL_PRECISION, SAMPLED):
+        params = (GenerationParams(max_tokens=max_tokens) if name == FULL_PRECISION else
+                  GenerationParams(max_tokens=max_tokens, temperature=SAMPLED_TEMPERATURE))
+        parts = [messages] if messages else translation_message_parts(translation)
+        if len(parts) > 1:
+            return CandidatePlan(name, [], params, translation.prompt_version, parts=tuple(parts))
+        return CandidatePlan(name, parts[0], params, translation.prompt_version)
     if name == RETRIEVED_EXAMPLES:
         if translation.language != "en" or len(split_sentences(translation.input_text)) != 1:
             return CandidatePlan(name, [], GenerationParams(), EXAMPLES_PROMPT_VERSION,

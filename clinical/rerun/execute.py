@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from clinical.audit import audit_verification
 from clinical.frames import rerun_change_note
-from clinical.models import RERUN_PRECISION, Rerun, Translation
+from clinical.models import RERUN_PRECISION, Rerun, Translation, translation_parts, translation_parts_join
 from clinical.quality import measure as quality
 from clinical.rerun import candidates as rerun_candidates
 from clinical.rerun.engine import rerun_engine_get, run_in_engine_loop
@@ -164,6 +164,29 @@ async def _generate_bounded(engine, request_id: str, messages, params: Generatio
         raise
 
 
+async def _plan_generate(engine, translation: Translation, request_id: str, plan, deadline: float
+                         ) -> tuple[str, list[float]]:
+    """A candidate's text and token logprobs: one request, or, for a
+    translation generated sentence by sentence, one request per part in
+    order, joined as the fast run joined them
+    (:func:`clinical.models.translation_parts_join`), all within
+    ``deadline`` (``time.monotonic()`` seconds).
+
+    Raises:
+        TimeoutError, inference.EngineError: as :func:`_generate_bounded`.
+    """
+    if not plan.parts:
+        return await _generate_bounded(engine, request_id, plan.messages, plan.params,
+                                       timeout_s=deadline - time.monotonic())
+    texts, logprobs = [], []
+    for index, messages in enumerate(plan.parts, start=1):
+        text, part_logprobs = await _generate_bounded(engine, f"{request_id}-{index}", messages, plan.params,
+                                                      timeout_s=deadline - time.monotonic())
+        texts.append(text)
+        logprobs.extend(part_logprobs)
+    return translation_parts_join(translation_parts(translation), texts), logprobs
+
+
 def rerun_candidates_run(*, translation: Translation, engine, request_prefix: str,
                          names: tuple[str, ...] | None = None, time_limit_s: float | None = None,
                          messages: list[dict[str, str]] | None = None,
@@ -211,9 +234,8 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
             continue
         started = time.perf_counter()
         try:
-            text, logprobs = run_in_engine_loop(_generate_bounded(
-                engine, f"{request_prefix}-{name}", plan.messages, plan.params,
-                timeout_s=deadline - time.monotonic()))
+            text, logprobs = run_in_engine_loop(_plan_generate(
+                engine, translation, f"{request_prefix}-{name}", plan, deadline))
         except (TimeoutError, EngineError) as exc:
             if not measured:
                 raise

@@ -3,6 +3,11 @@
 The engine is created and started inside the running event loop on first
 use (never once per request); every consumer and command in the process
 shares it.
+
+After it starts, the prompt's prefixes are warmed: the shared instructions
+at once, and (llama.cpp, serial) each example cluster's prefix as
+background work (:func:`_warm_cluster_prefixes`), so that a clinician's
+request restores a cached prefix instead of reading it.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from django.conf import settings
 
 from clinical.quality import measure as quality
 from clinical.runtime.metrics import ENGINE_QUEUE_DEPTH, ENGINE_REBUILDS, ENGINE_UP
-from inference.base import Engine, GenerationParams
+from inference.base import Engine, EngineError, EnginePreempted, GenerationParams
+from inference.examples import cluster_prefix_messages, default_router
 from inference.factory import EngineConfig, create_engine
 from inference.prompts import build_messages
 from inference.supervisor import EngineSupervisor, SupervisorStatus
@@ -24,6 +30,10 @@ logger = logging.getLogger(__name__)
 
 _supervisor: EngineSupervisor | None = None
 _words_loaded = False
+_warmup: asyncio.Task | None = None
+#: Prefix snapshots left free by the cluster warm-up, for the other
+#: instruction sets (the one-example prompt, the glossary, other grades).
+SNAPSHOTS_KEPT_FREE = 4
 
 
 def engine_config_from_settings() -> EngineConfig:
@@ -92,8 +102,9 @@ def engine_status() -> SupervisorStatus | None:
 
 async def _warm(engine: Engine) -> None:
     """Run on each newly started engine: prefill the shared prompt; on the
-    first, the readability and safety word lists load (a few seconds, once
-    per process) while it does."""
+    first, the readability and safety word lists and the example clusters
+    load (a few seconds, once per process) while it does. Then the cluster
+    prefixes are warmed in the background (:func:`_warm_cluster_prefixes`)."""
     global _words_loaded
     words = None
     if not _words_loaded:
@@ -102,6 +113,10 @@ async def _warm(engine: Engine) -> None:
     if words is not None:
         await words
         _words_loaded = True
+    global _warmup
+    _warmup_cancel()
+    if _cluster_warmup_wanted(engine):
+        _warmup = asyncio.get_running_loop().create_task(_warm_cluster_prefixes(engine))
 
 
 async def _prefill_shared_prompt(engine: Engine) -> None:
@@ -113,17 +128,88 @@ async def _prefill_shared_prompt(engine: Engine) -> None:
         pass
 
 
+def _cluster_warmup_wanted(engine: Engine) -> bool:
+    """Warm the cluster prefixes: examples by cluster are on, and the
+    engine is llama.cpp's serial one keeping prefix snapshots (the batched
+    one holds only ``prefix_slots`` prefixes; vLLM caches prefixes itself)."""
+    info = engine.info
+    return bool(settings.PROMPT_EXAMPLES and settings.PROMPT_CLUSTERS > 0 and settings.PROMPT_CLUSTER_WARMUP
+                and info.engine == "llamacpp" and not info.settings.get("batching")
+                and info.settings.get("prefix_snapshots", 0) > SNAPSHOTS_KEPT_FREE)
+
+
+async def _warm_cluster_prefixes(engine: Engine, *, retries: int = 3, retry_after_s: float = 1.0) -> int:
+    """Evaluate the prefix of each example cluster (English, the default
+    grade: the prompt of ``PROMPT_CLUSTERS`` x ``PROMPT_CLUSTER_EXAMPLES``)
+    with a one-token background request on a fixed phrase, largest
+    clusters first, as many as the engine keeps snapshots of (less
+    :data:`SNAPSHOTS_KEPT_FREE`). The engine saves each prefix as a KV
+    snapshot (:mod:`inference.llamacpp_prefix`), so the first clinician
+    whose sentence falls in a cluster does not read its prefix (about 300
+    to 700 tokens: seconds on two cores).
+
+    Background requests run only when no clinician's request is queued; a
+    clinician who arrives waits at most for the prefix being evaluated
+    (llama.cpp cannot stop a prompt evaluation), and the request stopped
+    for them is tried again (``retries`` times, ``retry_after_s`` apart).
+
+    Returns:
+        The prefixes warmed. Engine failures end the warm-up (logged).
+    """
+    settings_now = (settings.PROMPT_CLUSTERS, settings.PROMPT_CLUSTER_EXAMPLES)
+    try:
+        router = await asyncio.to_thread(default_router, *settings_now)
+    except ValueError as exc:
+        logger.error("example clusters not warmed: %s", exc)
+        return 0
+    budget = max(0, int(engine.info.settings.get("prefix_snapshots", 0)) - SNAPSHOTS_KEPT_FREE)
+    order = sorted(range(router.n_clusters), key=lambda c: (-router.sizes[c], c))[:budget]
+    started, warmed = asyncio.get_running_loop().time(), 0
+    params = GenerationParams(max_tokens=1, background=True)
+    for cluster in order:
+        messages = cluster_prefix_messages(cluster, router=router)
+        for _attempt in range(retries + 1):
+            try:
+                async for _ in engine.generate(f"warmup-cluster-{cluster}-{uuid.uuid4()}", messages, params):
+                    pass
+            except EnginePreempted:
+                await asyncio.sleep(retry_after_s)
+                continue
+            except EngineError as exc:
+                logger.error("example cluster warm-up stopped: %s", type(exc).__name__)
+                return warmed
+            warmed += 1
+            break
+    logger.info("example cluster prefixes warmed clusters=%d of=%d seconds=%.1f",
+                warmed, router.n_clusters, asyncio.get_running_loop().time() - started)
+    return warmed
+
+
 def _quality_warm() -> None:
     try:
         quality.warm()
     except Exception as exc:  # noqa: BLE001 - the first measurement will report it
         logger.error("quality word lists failed to load: %s", type(exc).__name__)
+    if settings.PROMPT_EXAMPLES and settings.PROMPT_CLUSTERS > 0:
+        try:
+            default_router(settings.PROMPT_CLUSTERS, settings.PROMPT_CLUSTER_EXAMPLES)
+        except ValueError as exc:
+            logger.error("example clusters failed to fit: %s", exc)
+
+
+def _warmup_cancel() -> None:
+    global _warmup
+    if _warmup is not None and not _warmup.done():
+        _warmup.cancel()
+    _warmup = None
 
 
 def engine_set(engine: Engine | None) -> None:
     """Replace the process engine (tests install a fake one; ``None``
-    forgets it, and the next :func:`engine_get` builds one from settings)."""
+    forgets it, and the next :func:`engine_get` builds one from settings);
+    a cluster warm-up of the engine replaced is stopped."""
     global _supervisor
+    _warmup_cancel()
     if _supervisor is not None and _supervisor._watchdog is not None:
         try:
             _supervisor._watchdog.cancel()
@@ -139,7 +225,9 @@ def engine_current() -> Engine | None:
 
 
 async def engine_shutdown() -> None:
-    """Stop the watchdog and shut the process engine down (server exit)."""
+    """Stop the watchdog and the cluster warm-up, and shut the process
+    engine down (server exit)."""
+    _warmup_cancel()
     if _supervisor is not None:
         await _supervisor.shutdown()
 

@@ -2,6 +2,11 @@
 token and its row is finalised (:func:`clinical.translation.services.translation_finish`)
 with the figures measured on the way (:class:`StreamMeter`).
 
+A translation is one engine request, or one per sentence
+(:func:`clinical.models.translation_parts`): the sentences are generated
+one after another and their texts streamed in order as one text, each
+after its separator (a space or the note's line break).
+
 Times are ``time.monotonic_ns()`` readings; figures are in ms from the
 server receiving the request.
 """
@@ -17,7 +22,7 @@ from dataclasses import dataclass, field
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from clinical.models import Translation, translation_messages
+from clinical.models import Translation, translation_parts
 from clinical.runtime import replica
 from clinical.runtime.log import request_id_var
 from clinical.translation.services import TranslationFigures, translation_finish
@@ -29,10 +34,14 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class StreamMeter:
-    """Turns a stream of deltas into :class:`TranslationFigures`.
+    """Turns the streams of deltas of a translation's requests (one, or one
+    per sentence, in order) into :class:`TranslationFigures`.
 
     ``received_ns`` is ``time.monotonic_ns()`` when the server received the
-    request; TTFT is measured to the first delta carrying a token.
+    request. Queue wait is measured to the first request's admission and
+    TTFT to the first delta carrying a token; prompt tokens are summed over
+    the requests, confidence is over every token; the finish reason is the
+    last request's, except ``length`` if any request hit its token limit.
     """
 
     received_ns: int
@@ -44,14 +53,14 @@ class StreamMeter:
 
     def observe(self, delta: Delta) -> None:
         now = time.monotonic_ns()
-        if delta.admitted_ns is not None:
+        if delta.admitted_ns is not None and self.admitted_ns is None:
             self.admitted_ns = delta.admitted_ns
         if delta.prompt_tokens is not None:
-            self.prompt_tokens = delta.prompt_tokens
+            self.prompt_tokens = (self.prompt_tokens or 0) + delta.prompt_tokens
         if self.first_token_ns is None and (delta.token_logprobs or delta.text):
             self.first_token_ns = now
         self.logprobs.extend(delta.token_logprobs)
-        if delta.finish_reason:
+        if delta.finish_reason and self.finish_reason != "length":
             self.finish_reason = delta.finish_reason
 
     def figures(self, *, end_ns: int | None = None) -> TranslationFigures:
@@ -69,6 +78,46 @@ class StreamMeter:
             confidence=sequence_confidence(self.logprobs),
             finish_reason=self.finish_reason,
         )
+
+
+class TextJoiner:
+    """Joins the streamed pieces of several requests into one text, the
+    way it is stored: each request's text without its leading and trailing
+    whitespace, after its separator (only once it has text, so an empty
+    answer adds nothing). Whitespace at the end of a piece is held back
+    until more text of the same request follows, so what is streamed, put
+    together, is exactly the stored text.
+    """
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+        self._separator = ""
+        self._pending = ""
+        self._started = False
+
+    def begin(self, separator: str) -> None:
+        """A new request starts; its text goes after ``separator``."""
+        self._separator, self._pending, self._started = separator, "", False
+
+    def feed(self, text: str) -> str:
+        """The part of ``text`` to stream now (possibly empty)."""
+        if not self._started:
+            text = text.lstrip()
+            if not text:
+                return ""
+            text, self._started = (self._separator if self.pieces else "") + text, True
+        else:
+            text = self._pending + text
+        shown = text.rstrip()
+        self._pending = text[len(shown):]
+        if shown:
+            self.pieces.append(shown)
+        return shown
+
+    @property
+    def text(self) -> str:
+        """Everything streamed so far."""
+        return "".join(self.pieces)
 
 
 _finish_async = database_sync_to_async(translation_finish)
@@ -101,33 +150,40 @@ async def translation_generate(
         request_id = str(translation.request_id)
         request_id_var.set(request_id)
         meter = StreamMeter(received_ns=received_ns)
-        parts: list[str] = []
+        joiner = TextJoiner()
         params = GenerationParams(max_tokens=max_tokens or settings.MAX_OUTPUT_TOKENS,
                                   ignore_eos=settings.INFERENCE_IGNORE_EOS)
+        current = request_id
         try:
-            async for delta in engine.generate(request_id, translation_messages(translation), params):
-                meter.observe(delta)
-                if delta.text:
-                    parts.append(delta.text)
-                    if on_token is not None:
-                        await on_token(delta.text)
+            # Rendering fits the example clusters on a process's first use
+            # (about 1 s): not on the event loop.
+            parts = await asyncio.to_thread(translation_parts, translation)
+            for index, part in enumerate(parts):
+                # The first request keeps the translation's id (logs, abort).
+                current = request_id if index == 0 else f"{request_id}-{index + 1}"
+                joiner.begin(part.separator)
+                async for delta in engine.generate(current, part.messages, params):
+                    meter.observe(delta)
+                    shown = joiner.feed(delta.text) if delta.text else ""
+                    if shown and on_token is not None:
+                        await on_token(shown)
         except asyncio.CancelledError:
-            await engine.abort(request_id)
+            await engine.abort(current)
             meter.finish_reason = "abort"
             await asyncio.shield(_finish_async(
                 translation_id=translation.pk, status=Translation.Status.CANCELLED,
-                output_text="".join(parts), figures=meter.figures()))
+                output_text=joiner.text, figures=meter.figures()))
             logger.info("translation cancelled after %d tokens", len(meter.logprobs))
             raise
         except Exception as exc:  # noqa: BLE001 - any failure ends the row in error
             logger.error("translation failed: %s", type(exc).__name__)
             return await _finish_async(
                 translation_id=translation.pk, status=Translation.Status.ERROR,
-                output_text="".join(parts), figures=meter.figures(),
+                output_text=joiner.text, figures=meter.figures(),
                 error_class=type(exc).__name__)
         done = await _finish_async(
             translation_id=translation.pk, status=Translation.Status.COMPLETED,
-            output_text="".join(parts).strip(), figures=meter.figures())
-        logger.info("translation completed tokens=%s ttft_ms=%s total_ms=%s",
-                    done.tokens_out, done.ttft_ms, done.total_ms)
+            output_text=joiner.text, figures=meter.figures())
+        logger.info("translation completed parts=%d tokens=%s ttft_ms=%s total_ms=%s",
+                    len(parts), done.tokens_out, done.ttft_ms, done.total_ms)
         return done

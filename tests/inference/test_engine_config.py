@@ -153,3 +153,22 @@ def test_engine_max_batch_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("ENGINE_MAX_BATCH", "-2")
     with pytest.raises(ValueError):
         EngineConfig()
+
+
+def test_the_prefix_snapshot_capacity_comes_from_the_environment(monkeypatch):
+    """INFERENCE_PREFIX_SNAPSHOTS reaches the llama.cpp engine's snapshot
+    store through EngineConfig; unset, it holds the default example
+    clusters plus the other instruction sets."""
+    from inference.factory import EngineConfig, create_engine
+    from inference.llamacpp_prefix import DEFAULT_PREFIX_SNAPSHOTS
+    from inference.models import smollm2_gguf_path
+
+    monkeypatch.delenv("INFERENCE_PREFIX_SNAPSHOTS", raising=False)
+    engine = create_engine(EngineConfig(engine="llamacpp", model=str(smollm2_gguf_path())))
+    assert engine.prefix_snapshots.capacity == DEFAULT_PREFIX_SNAPSHOTS >= 24 + 4
+    monkeypatch.setenv("INFERENCE_PREFIX_SNAPSHOTS", "48")
+    engine = create_engine(EngineConfig(engine="llamacpp", model=str(smollm2_gguf_path())))
+    assert engine.prefix_snapshots.capacity == 48 and engine.info.settings["prefix_snapshots"] == 48
+    monkeypatch.setenv("INFERENCE_PREFIX_SNAPSHOTS", "-1")
+    with pytest.raises(ValueError):
+        EngineConfig()

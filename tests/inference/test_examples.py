@@ -13,9 +13,14 @@ from inference import examples
 from inference.examples import (
     Example,
     ExamplePool,
+    NoteSentence,
+    cluster_messages,
+    cluster_prefix_messages,
     crossfit_folds,
     default_pool,
+    default_router,
     normalise,
+    note_sentences,
     split_sentences,
 )
 
@@ -137,3 +142,109 @@ def test_messages_per_sentence_retrieve_for_each_sentence_of_a_note():
     assert "US grade 8" in first[0]["content"] and first[0]["content"].endswith("in Spanish.")
     assert len(first) == len(second) == 1 + 2 * 2 + 1
     assert second[-1]["content"] == "There is 1+ pretibial edema ." != second[-3]["content"]
+
+
+def test_headings_stay_with_their_findings_and_each_sentence_keeps_its_break():
+    units = note_sentences(NOTE.replace("ABDOMEN", "\nABDOMEN"))  # a blank line before ABDOMEN
+    assert units == [
+        NoteSentence("PHYSICAL EXAMINATION :\nGENERAL : Alert and oriented x3, in no acute distress.", ""),
+        NoteSentence("Vital signs stable.", " "),
+        NoteSentence("ABDOMEN : Soft, nontender, nondistended.", "\n\n"),
+        NoteSentence("Bowel sounds present.", " "),
+        NoteSentence("EXTREMITIES: No edema.", "\n"),
+        NoteSentence("HEENT: PERRLA.", " "),
+        NoteSentence("Dr. Smith saw the patient on 01/02/2020 and started metoprolol 25 mg b.i.d. for hypertension.",
+                     "\n"),
+    ]
+
+
+def test_consecutive_headings_join_the_first_findings_and_a_last_heading_stands_alone():
+    assert note_sentences("Stable.\nHEAD :\nNECK :\nSupple. PLAN:") == [
+        NoteSentence("Stable.", ""), NoteSentence("HEAD :\nNECK :\nSupple.", "\n"), NoteSentence("PLAN:", " ")]
+    assert note_sentences("ASSESSMENT :") == [NoteSentence("ASSESSMENT :", "")]
+    assert note_sentences("  \n ") == []
+
+
+def test_two_sentences_of_one_cluster_get_the_same_prefix_and_never_themselves():
+    from tests.data import laymaker_sentences
+
+    router = default_router(24, 8)
+    by_cluster: dict[int, list[list[dict]]] = {}
+    for sentence in laymaker_sentences():  # the pool's 175 rows and 75 sentences outside it
+        messages = cluster_messages(sentence, router=router, k=2)
+        turns = [m["content"] for m in messages[1:-1] if m["role"] == "user"]
+        inline = [note.partition("\n")[0] for note in messages[-1]["content"].split("Note: ")[1:-1]]
+        assert len(inline) == 2 and messages[-1]["content"].endswith(f"Note: {sentence}")
+        assert all(normalise(shown) != normalise(sentence) for shown in turns + inline)
+        cluster, fixed = router.route(sentence)
+        if len(fixed) == len(router.fixed[cluster]):  # not one of its own cluster's fixed examples
+            by_cluster.setdefault(cluster, []).append(messages)
+            assert messages[:-1] == cluster_prefix_messages(cluster, router=router)[:-1]
+    shared = [group for group in by_cluster.values() if len(group) >= 2]
+    assert len(shared) >= 10
+    for group in shared:
+        assert len({repr(messages[:-1]) for messages in group}) == 1
+
+
+def test_the_retrieved_examples_go_inline_after_the_cluster_turns_and_repeat_none():
+    router = default_router(24, 8)
+    sentence = "There is 2+ pitting edema of both lower legs ."
+    cluster, fixed = router.route(sentence)
+    messages = cluster_messages(sentence, router=router, k=3)
+    assert messages[0]["role"] == "system" and len(messages) == 1 + 2 * len(fixed) + 1
+    assert [m["content"] for m in messages[1:-1:2]] == [e.original.strip() for e in fixed]
+    last = messages[-1]["content"]
+    assert last.endswith(f"Note: {sentence}") and last.count("Note: ") == 4
+    assert not any(f"Note: {e.original.strip()}\n" in last for e in fixed)
+    assert cluster_messages(sentence, router=router)[-1] == {"role": "user", "content": sentence}
+
+
+def test_the_clusters_are_the_same_in_a_fresh_process_on_any_number_of_threads():
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import json; from inference.examples import default_router; "
+            "r = default_router(24, 8); print(json.dumps([[e.id for e in f] for f in r.fixed]))")
+    here = [[e.id for e in f] for f in default_router(24, 8).fixed]
+    root = Path(__file__).resolve().parents[2]
+    for threads in ("1", "2"):
+        env = {**os.environ, "OMP_NUM_THREADS": threads, "PYTHONPATH": str(root)}
+        out = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True,
+                             timeout=120, check=True).stdout
+        assert json.loads(out.strip().splitlines()[-1]) == here
+    assert default_router(24, 8) is default_router(24, 8)  # fitted once per process
+
+
+def test_a_router_refuses_more_clusters_than_rows():
+    with pytest.raises(ValueError):
+        default_pool().subset(["1", "2", "3"]).clusters(5)
+
+
+@pytest.mark.parametrize("k", [0, 2])
+def test_the_product_renders_what_the_quality_benchmark_measures(monkeypatch, tmp_path, k):
+    """``bench/quality.py --clusters N --per-cluster M --k K --placement
+    inline`` and the product (:func:`cluster_messages`) send the same
+    messages for a pool: there each cross-fitted half, here the whole pool."""
+    import asyncio
+
+    from bench import quality
+
+    captured = {}
+
+    async def keep_the_renderer(inputs, *, messages_for, variant, **options):
+        captured.update(inputs=inputs, messages_for=messages_for, variant=variant)
+        return [], {}
+
+    monkeypatch.setattr(quality, "run_system", keep_the_renderer)
+    rows = quality.laymaker_rows()[0][:40]
+    asyncio.run(quality.run_examples(rows, k=k, placement="inline", fold="both", cache=tmp_path / "c.jsonl",
+                                     clusters=6, per_cluster=4))
+    plan = quality.crossfit_plan(rows)
+    routers = {name: default_pool().subset(ids).clusters(6, 4) for name, ids in plan.values()}
+    for key, text in captured["inputs"]:
+        messages, _ = captured["messages_for"](key, text)
+        name, _ = plan[key.removeprefix("laymaker-")]
+        assert messages == cluster_messages(text, router=routers[name], k=k)

@@ -2,10 +2,12 @@ import pytest
 
 from inference.examples import Example
 from inference.prompts import (
+    CLUSTER_PROMPT_VERSION,
     EXAMPLE_ANSWERS,
     EXAMPLES_PROMPT_VERSION,
     PLACEMENTS,
     PROMPT_VERSION,
+    ClusterPrompt,
     build_messages,
     prompt_version,
 )
@@ -89,3 +91,13 @@ def test_cluster_examples_sit_after_the_system_message_and_before_the_retrieved_
     assert one[:3] == other[:3]  # system + the cluster's turns: one cacheable prefix per cluster
     assert [m["role"] for m in one] == ["system", "user", "assistant", "user"]
     assert "pretibial" in one[-1]["content"] and "pretibial" not in other[-1]["content"]
+
+
+def test_a_cluster_prompt_is_stored_with_its_settings_and_read_back():
+    prompt = ClusterPrompt(clusters=24, per_cluster=8, k=0)
+    assert prompt.version == "2026-11-25.2+c24x8k0" and prompt.version.startswith(CLUSTER_PROMPT_VERSION)
+    assert ClusterPrompt.parse(prompt.version) == prompt
+    assert ClusterPrompt.parse(ClusterPrompt(175, 40, 12).version) == ClusterPrompt(175, 40, 12)
+    assert len(ClusterPrompt(999, 999, 99).version) <= 32  # Translation.prompt_version's max_length
+    for other in (PROMPT_VERSION, EXAMPLES_PROMPT_VERSION, CLUSTER_PROMPT_VERSION, "", "2026-11-25.2+c24x8"):
+        assert ClusterPrompt.parse(other) is None

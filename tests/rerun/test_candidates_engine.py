@@ -33,6 +33,9 @@ def test_the_rerun_keeps_a_candidate_that_passes_over_one_that_fails(clinician, 
                                                                        smollm2_engine):
     settings.RERUN_CANDIDATES = ("full_precision", "span_replacement")
     settings.MAX_OUTPUT_TOKENS = 48
+    # The one-example prompt (no retrieved examples): on it SmolLM2's greedy
+    # rewrite of this note loses the dose, the failing candidate the test needs.
+    settings.PROMPT_EXAMPLES = False
     monkeypatch.setattr(execute, "rerun_engine_get", lambda: smollm2_engine)
     row = services.translation_create(user=clinician, text=NOTE)
     row = services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED,
@@ -53,3 +56,23 @@ def test_the_rerun_keeps_a_candidate_that_passes_over_one_that_fails(clinician, 
     row.refresh_from_db()
     assert row.verification == Translation.Verification.VERIFIED and row.verified_rerun == done
     assert row.output_text == FAST_TEXT  # the fast text is kept beside it
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_note_of_two_sentences_is_rerun_sentence_by_sentence(clinician, settings, smollm2_engine):
+    from clinical.models import translation_message_parts, translation_parts, translation_parts_join
+    from inference.base import GenerationParams, generate_text
+
+    settings.RERUN_CANDIDATES = ("full_precision",)
+    settings.MAX_OUTPUT_TOKENS = 24
+    row = services.translation_create(user=clinician, text=NOTE)
+    parts = translation_message_parts(row)
+    assert len(parts) == 2  # the fast run made two requests: so must the re-run
+
+    chosen, records = execute.rerun_candidates_run(translation=row, engine=smollm2_engine, request_prefix="two")
+
+    alone = [run_in_engine_loop(generate_text(smollm2_engine, f"alone-{i}", messages, GenerationParams(max_tokens=24)))[0]
+             for i, messages in enumerate(parts)]
+    assert chosen.name == "full_precision" and records[0]["name"] == "full_precision"
+    assert chosen.text == translation_parts_join(translation_parts(row), alone).strip()
+    assert chosen.text and records[0]["tokens"] > 0

@@ -1,26 +1,43 @@
-"""Which prompt a translation gets: retrieved worked examples for one
-English sentence (what was measured), today's instructions otherwise; the
-fast run and the re-run build the same messages from the stored version."""
+"""Which prompt a translation gets, and that the stored row renders the
+same requests again (the fast run and the re-run): worked examples by
+cluster (the default) or retrieved per sentence, sentence by sentence,
+for English input; today's instructions in one request otherwise."""
 
 from __future__ import annotations
 
 import pytest
 
-from clinical.models import translation_messages, translation_prompt_version
+from clinical.models import (
+    translation_message_parts,
+    translation_messages,
+    translation_parts,
+    translation_prompt_version,
+)
 from clinical.translation import services
-from inference.examples import default_pool, normalise
-from inference.prompts import EXAMPLES_PROMPT_VERSION, PROMPT_VERSION
+from inference.examples import default_pool, default_router, normalise
+from inference.prompts import EXAMPLES_PROMPT_VERSION, PROMPT_VERSION, ClusterPrompt, build_messages
 
 pytestmark = pytest.mark.django_db
 
+CLUSTERED = ClusterPrompt(24, 8, 0).version
+NOTE = "There is 1+ pretibial edema.\nABDOMEN : Soft, nontender. No calf tenderness."
+
 
 @pytest.mark.parametrize("text, language, version", [
-    ("There is 1+ pretibial edema.", "en", EXAMPLES_PROMPT_VERSION),
+    ("There is 1+ pretibial edema.", "en", CLUSTERED),
     ("There is 1+ pretibial edema.", "es", PROMPT_VERSION),
-    ("There is 1+ pretibial edema. No calf tenderness.", "en", PROMPT_VERSION),
+    ("There is 1+ pretibial edema. No calf tenderness.", "en", CLUSTERED),
+    (" ".join(["No edema."] * 41), "en", PROMPT_VERSION),  # over PROMPT_MAX_SENTENCES
 ])
 def test_the_prompt_version_follows_the_input(text, language, version):
     assert translation_prompt_version(text=text, language=language) == version
+
+
+def test_the_version_carries_the_cluster_settings_and_zero_clusters_retrieve_per_sentence(settings):
+    settings.PROMPT_CLUSTERS, settings.PROMPT_CLUSTER_EXAMPLES, settings.PROMPT_RETRIEVED_K = 12, 4, 2
+    assert translation_prompt_version(text=NOTE, language="en") == "2026-11-25.2+c12x4k2"
+    settings.PROMPT_CLUSTERS = 0
+    assert translation_prompt_version(text=NOTE, language="en") == EXAMPLES_PROMPT_VERSION
 
 
 def test_a_site_can_turn_the_examples_off(settings):
@@ -28,12 +45,55 @@ def test_a_site_can_turn_the_examples_off(settings):
     assert translation_prompt_version(text="There is 1+ pretibial edema.", language="en") == PROMPT_VERSION
 
 
-def test_a_sentence_gets_pool_examples_never_itself_and_the_rerun_builds_the_same(clinician):
+def test_a_note_is_one_request_per_sentence_each_with_its_cluster_prefix(clinician):
+    row = services.translation_create(user=clinician, text=NOTE)
+    parts = translation_parts(row)
+    assert [p.separator for p in parts] == ["", "\n", " "]
+    assert [p.messages[-1]["content"] for p in parts] == [
+        "There is 1+ pretibial edema.", "ABDOMEN : Soft, nontender.", "No calf tenderness."]
+    router = default_router(24, 8)
+    for part in parts:
+        _, fixed = router.route(part.messages[-1]["content"])
+        assert [m["content"] for m in part.messages[1:-1:2]] == [e.original.strip() for e in fixed]
+    assert translation_message_parts(row) == [p.messages for p in parts]
+    with pytest.raises(ValueError, match="translation_message_parts"):
+        translation_messages(row)
+
+
+def test_a_stored_row_renders_the_same_requests_after_the_settings_change(clinician, settings):
+    row = services.translation_create(user=clinician, text=NOTE)
+    before = translation_message_parts(row)
+    settings.PROMPT_CLUSTERS, settings.PROMPT_CLUSTER_EXAMPLES, settings.PROMPT_RETRIEVED_K = 6, 2, 3
+    assert translation_message_parts(row) == before
+    settings.PROMPT_EXAMPLES = False
+    assert translation_message_parts(row) == before
+
+
+def test_one_sentence_is_one_request_from_the_text_itself(clinician):
+    row = services.translation_create(user=clinician, text="There is 1+ pretibial edema.")
+    assert len(translation_message_parts(row)) == 1
+    assert translation_messages(row) == translation_message_parts(row)[0]
+    assert translation_messages(row)[-1]["content"] == "There is 1+ pretibial edema."
+
+
+def test_a_pool_sentence_gets_pool_examples_never_itself_and_the_rerun_builds_the_same(clinician, settings):
     pool_sentence = default_pool().examples[0].original
-    row = services.translation_create(user=clinician, text=pool_sentence)
-    assert row.prompt_version == EXAMPLES_PROMPT_VERSION
-    messages = translation_messages(row)
-    assert messages[0]["role"] == "system" and messages[-1]["content"] == pool_sentence.strip()
-    shown = [m["content"] for m in messages[1:-1] if m["role"] == "user"]
-    assert len(shown) == 6 and normalise(pool_sentence) not in {normalise(s) for s in shown}
-    assert translation_messages(row) == messages  # the re-run's messages
+    for clusters, version in ((24, CLUSTERED), (0, EXAMPLES_PROMPT_VERSION)):
+        settings.PROMPT_CLUSTERS = clusters
+        row = services.translation_create(user=clinician, text=pool_sentence)
+        assert row.prompt_version == version
+        messages = translation_messages(row)
+        assert messages[0]["role"] == "system" and messages[-1]["content"] == pool_sentence.strip()
+        shown = [m["content"] for m in messages[1:-1] if m["role"] == "user"]
+        assert shown and normalise(pool_sentence) not in {normalise(s) for s in shown}
+        assert translation_messages(row) == messages  # the re-run's messages
+
+
+def test_rows_of_the_earlier_prompts_render_as_they_did(clinician, settings):
+    settings.PROMPT_CLUSTERS = 0
+    sentence = "There is 1+ pretibial edema ."
+    row = services.translation_create(user=clinician, text=sentence)
+    assert translation_messages(row) == build_messages(sentence, examples=default_pool().retrieve(sentence, 6))
+    settings.PROMPT_EXAMPLES = False
+    row = services.translation_create(user=clinician, text=NOTE)
+    assert translation_message_parts(row) == [build_messages(NOTE)]
