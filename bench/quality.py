@@ -189,7 +189,7 @@ async def run_examples(rows: list[dict[str, str]], *, k: int, placement: str, fo
     its cluster's ``per_cluster`` fixed examples as turns after the system
     message (a prefix shared by the cluster) plus ``k`` retrieved ones."""
     from inference.examples import FOLD_SEED, ExamplePool
-    from inference.prompts import EXAMPLES_PROMPT_VERSION, build_messages
+    from inference.prompts import EXAMPLES_PROMPT_VERSION, ClusterPrompt, build_messages
 
     plan = crossfit_plan(rows, fold)
     pool = ExamplePool.load()
@@ -212,8 +212,9 @@ async def run_examples(rows: list[dict[str, str]], *, k: int, placement: str, fo
         inputs.sort(key=lambda item: (plan[item[0].removeprefix("laymaker-")][0],
                                       routers[plan[item[0].removeprefix("laymaker-")][0]].route(item[1])[0]))
     variant = {"prompt_version": EXAMPLES_PROMPT_VERSION, "k": k, "placement": placement, "fold_seed": FOLD_SEED}
-    if clusters:
-        variant.update(clusters=clusters, per_cluster=per_cluster)
+    if clusters:  # the product's version string for these settings (over a half pool here)
+        variant.update(prompt_version=ClusterPrompt(clusters, per_cluster, k).version, clusters=clusters,
+                       per_cluster=per_cluster)
     return await run_system(inputs, cache=cache, messages_for=messages_for, variant=variant, **options)
 
 
@@ -404,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         ours_c = [by_key[f"cochrane-{i + 1}"] for i in range(len(pairs))]
         c_sources, c_targets = [s for s, _ in pairs], [t for _, t in pairs]
         cochrane = [score(system_name, c_sources, [g["output"] for g in ours_c], c_targets,
-                          confidences=[g["confidence"] for g in ours_c]),
+                          confidences=[g["confidence"] for g in ours_c], threshold=threshold),
                     score("plain-language summary (reference)", c_sources, c_targets, c_targets),
                     score("identity (input copied)", c_sources, c_sources, c_targets)]
     crossfit = None

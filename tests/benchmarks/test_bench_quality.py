@@ -139,3 +139,23 @@ def test_a_tuning_run_scores_one_fold_with_the_retrieval_method_only(tmp_path):
     ours = report["laymaker"][0]
     assert ours["system"].startswith("retrieved examples") and ours["n"] == len(quality.crossfit_plan(
         quality.laymaker_rows()[0][:8], "A"))
+
+
+def test_cluster_prefixes_are_reported_beside_todays_prompt_and_per_sentence_retrieval(tmp_path):
+    """With --clusters the section sets three methods on the same rows, and
+    the cluster rows carry the product's version string for their settings."""
+    from inference.prompts import ClusterPrompt
+
+    out = tmp_path / "quality"
+    assert quality.main(["--limit", "6", "--cochrane", "0", "--engine", "fake", "--clusters", "3",
+                         "--per-cluster", "2", "--k", "0", "--placement", "inline", "--out", str(out)]) == 0
+    report = json.loads(out.with_suffix(".json").read_text())
+    section = report["crossfit"]
+    assert [m.split(" (")[0].split(",")[0] for m in section["methods"]] == [
+        "today's prompt", "retrieved per sentence", "cluster prefixes"]
+    rows = [json.loads(line) for line in (tmp_path / "quality-examples-outputs.jsonl").read_text().splitlines()]
+    versions = {r["prompt_version"] for r in rows if r.get("clusters") == 3}
+    assert versions == {ClusterPrompt(3, 2, 0).version}
+    assert {r["k"] for r in rows} == {0, 6}  # the per-sentence rows were generated beside them
+    assert all(r["n"] == 6 for r in section["rows"] if r["system"].endswith(", all"))
+    assert "re-run (threshold)" in out.with_suffix(".md").read_text()
