@@ -179,6 +179,10 @@ def stack_env(transactional_db):
         # race them. A stopped server drains for at most 5 s.
         "ORPHAN_SWEEP_INTERVAL_S": "0",
         "DRAIN_TIMEOUT_S": "5",
+        # Each server would read the 24 cluster prefixes in the background
+        # (about 25 s of CPU on SmolLM2) while the test works: the warm-up
+        # has its own test (tests/translation/test_sentence_by_sentence.py).
+        "PROMPT_CLUSTER_WARMUP": "0",
     })
     previous = settings.CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"]
     settings.CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = env["CELERY_KEY_PREFIX"]
