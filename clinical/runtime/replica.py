@@ -51,7 +51,10 @@ def inflight_count() -> int:
     return len(_inflight)
 
 
-def _client() -> aioredis.Redis:
+def redis_client() -> aioredis.Redis:
+    """The asyncio Redis client of the running event loop (one per loop,
+    made on first use; 2 s connect and read timeouts), for the replica's
+    leases and the per-user caps (:mod:`clinical.translation.concurrency`)."""
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
     if client is None:
@@ -67,7 +70,7 @@ async def _leases_set(request_ids: list[str]) -> None:
     if not request_ids:
         return
     try:
-        async with _client().pipeline(transaction=False) as pipe:
+        async with redis_client().pipeline(transaction=False) as pipe:
             for request_id in request_ids:
                 pipe.set(lease_key(request_id), settings.REPLICA_ID, ex=settings.LEASE_TTL_S)
             await pipe.execute()
@@ -102,7 +105,7 @@ def _in_background(coro) -> None:
 
 async def _lease_release(request_id: str) -> None:
     try:
-        await _client().delete(lease_key(request_id))
+        await redis_client().delete(lease_key(request_id))
     except (redis.RedisError, OSError) as exc:
         # The lease expires by itself; the row is final already.
         logger.warning("lease release failed: %s", type(exc).__name__)

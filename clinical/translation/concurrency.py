@@ -27,8 +27,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import redis
-import redis.asyncio as aioredis
 from django.conf import settings
+
+from clinical.runtime.replica import redis_client
 
 logger = logging.getLogger(__name__)
 
@@ -70,18 +71,6 @@ class Place:
     member: str
 
 
-_clients: dict[asyncio.AbstractEventLoop, aioredis.Redis] = {}
-
-
-def _client() -> aioredis.Redis:
-    loop = asyncio.get_running_loop()
-    client = _clients.get(loop)
-    if client is None:
-        client = _clients[loop] = aioredis.Redis.from_url(
-            settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
-    return client
-
-
 def holder_key(*, kind: str, user_id: int | None = None, api_client_id: int | None = None) -> str:
     """The Redis key of a user's or an API client's places of ``kind``."""
     holder = f"client:{api_client_id}" if api_client_id is not None else f"user:{user_id}"
@@ -116,7 +105,7 @@ async def place_take(*, key: str, member: str, cap: int) -> Place | None:
     Raises:
         redis.RedisError / OSError: Redis unreachable.
     """
-    taken = await _client().eval(_ACQUIRE, 1, key, member, cap, settings.LEASE_TTL_S)
+    taken = await redis_client().eval(_ACQUIRE, 1, key, member, cap, settings.LEASE_TTL_S)
     return Place(key, member) if int(taken) else None
 
 
@@ -124,7 +113,7 @@ async def place_give_back(place: Place) -> None:
     """Give ``place`` back now; a failure is logged (the place lapses by
     itself after ``LEASE_TTL_S``)."""
     try:
-        await _client().zrem(place.key, place.member)
+        await redis_client().zrem(place.key, place.member)
     except (redis.RedisError, OSError) as exc:
         logger.warning("place release failed: %s", type(exc).__name__)
 
@@ -133,7 +122,7 @@ async def _renew_forever(place: Place) -> None:
     while True:
         await asyncio.sleep(settings.LEASE_REFRESH_S)
         try:
-            await _client().eval(_RENEW, 1, place.key, place.member, settings.LEASE_TTL_S)
+            await redis_client().eval(_RENEW, 1, place.key, place.member, settings.LEASE_TTL_S)
         except (redis.RedisError, OSError) as exc:
             logger.warning("place renewal failed: %s", type(exc).__name__)
 
