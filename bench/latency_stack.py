@@ -74,6 +74,11 @@ class StackDriver(Driver):
             # while the next request waits); the page then shows the
             # vocabulary's definitions.
             "GLOSSARY_GENERATE": "0",
+            # The same prompt as the other drivers (build_messages, one
+            # request per text): the product's cluster prompt would split a
+            # Cochrane abstract into sentences, one request each
+            # (bench clinician_ttft measures that prompt through the stack).
+            "PROMPT_EXAMPLES": "0",
             # Out of the way: this measures the stack, not its refusals.
             "ENGINE_MAX_QUEUE": "256",
             "TRANSLATE_RATE_PER_USER": "1000000/minute",

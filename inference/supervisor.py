@@ -36,7 +36,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from inference.base import Engine, EngineDead
+from inference.base import Engine, EngineDead, EngineError
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +103,7 @@ class EngineSupervisor:
         self.deaths = 0
         self.rebuilds = 0
         self.failures = 0  # consecutive failed loads or rebuilds
+        self.loaded_once = False  # an engine has served: a refusal after it is a death, before it a load failure
         self.next_attempt_at: float | None = None
         self._load: asyncio.Task | None = None
         self._watchdog: asyncio.Task | None = None
@@ -155,9 +156,11 @@ class EngineSupervisor:
         sleeps until the attempt is due and waits for it.
 
         Raises:
-            EngineDead: dead or rebuilding (``retry_after_s`` set).
-            inference.base.EngineError: the first load failed (the next
-                attempt waits for the backoff too).
+            EngineDead: dead or rebuilding after having served
+                (``retry_after_s`` set).
+            inference.base.EngineError: no engine has loaded yet and the
+                last load failed (the next attempt waits for the backoff
+                too): a missing model or a bad setting, not a death.
         """
         self._notice_death()
         if self.state == READY:
@@ -177,6 +180,8 @@ class EngineSupervisor:
                 return self.engine
         self._notice_death()
         status = self.status()
+        if not self.loaded_once:  # never loaded (a missing model, a bad setting): not a death to wait out
+            raise EngineError(f"engine not loaded: {status.reason or 'unavailable'}")
         raise EngineDead(status.reason or "engine unavailable", retry_after_s=status.retry_in_s)
 
     def _begin(self, state: str) -> None:
@@ -210,6 +215,7 @@ class EngineSupervisor:
             self._mark_dead(f"{what} failed: {type(exc).__name__}", first=False)
             raise  # to callers waiting for this attempt; else retrieved by _begin's callback
         self.state, self.reason = READY, ""
+        self.loaded_once = True
         self.failures, self.next_attempt_at = 0, None
         if rebuild:
             self.rebuilds += 1

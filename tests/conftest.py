@@ -161,6 +161,17 @@ def test_database_url() -> str:
     return f"postgres://{auth}@{db['HOST'] or 'localhost'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
+def fake_echo(text: str) -> str:
+    """The fast text the fake engine gives for ``text``: ``"Plain words: "``
+    and the text, once per unit the product generates (an English note goes
+    sentence by sentence, :func:`inference.examples.note_sentences`), joined
+    as the product joins them."""
+    from inference.examples import note_sentences
+
+    return "".join((unit.separator if i else "") + "Plain words: " + unit.text.strip()
+                   for i, unit in enumerate(note_sentences(text)))
+
+
 @pytest.fixture
 def stack_env(transactional_db):
     """Environment shared by the processes of one test's stack (Daphne,

@@ -148,11 +148,13 @@ async def test_a_failed_first_load_raises_its_error_and_the_next_waits_for_the_b
     supervisor = EngineSupervisor(factory, backoff_s=3, clock=clock)
     with pytest.raises(EngineError, match="model file not found"):
         await supervisor.get()
-    with pytest.raises(EngineDead):  # not a new load per request
+    # Not a new load per request, and not called a death: no engine ever served.
+    with pytest.raises(EngineError, match="engine not loaded") as refused:
         await supervisor.get()
+    assert not isinstance(refused.value, EngineDead)
     assert len(calls) == 1
     clock.now += 3
-    with pytest.raises(EngineDead):
+    with pytest.raises(EngineError, match="engine not loaded"):
         await supervisor.get()
     await supervisor._load
     assert (await supervisor.get()).health().alive and len(calls) == 2

@@ -149,7 +149,10 @@ async def test_the_caps_hold_across_replicas_and_a_killed_replica_gives_its_plac
 
 
 async def test_an_api_client_over_its_cap_gets_a_json_429_with_retry_after(daphne_server):
-    server = daphne_server(**SLOW, API_CLIENT_MAX_CONCURRENT_TRANSLATIONS="1")
+    # The product's lease time (15 s), not SLOW's 3 s: on a loaded machine the
+    # detached stream can start renewing its place more than 3 s after the 202.
+    server = daphne_server(**(SLOW | {"LEASE_TTL_S": "15", "LEASE_REFRESH_S": "5"}),
+                           API_CLIENT_MAX_CONCURRENT_TRANSLATIONS="1")
     _, key = await in_thread(lambda: APIClient.objects.create_key(name="ehr-main"))
     headers = {"Authorization": f"Bearer {key}"}
     with httpx.Client(base_url=server.base_url + "/api", timeout=60) as api:

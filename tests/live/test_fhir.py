@@ -10,7 +10,7 @@ from fhir.resources.R4B.parameters import Parameters
 from clinical.api import fhir
 from clinical.models import APIClient, AuditEvent
 from tests.api.test_fhir_input import EXPECTED_TEXT, FIXTURES, INVALID, URL
-from tests.conftest import in_worker_thread
+from tests.conftest import fake_echo, in_worker_thread
 
 
 @pytest.fixture
@@ -36,7 +36,7 @@ def test_plain_language_operation_answers_ai_labelled_parameters(fhir_api, name)
     for p in body["parameter"]:
         values.setdefault(p["name"], []).append(next(v for k, v in p.items() if k.startswith("value")))
     text, refs = EXPECTED_TEXT[name]
-    assert values["text"] == ["Plain words: " + text]
+    assert values["text"] == [fake_echo(text)]
     assert 0 < values["confidence"][0] <= 1
     assert values["verified"] == [False] and values["verification"] == ["not-needed"]
     assert values["model"] == ["fake-echo"] and values["precision"] == ["none"]
