@@ -61,11 +61,16 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
+        # Both checks run before the handshake completes, so no frame of
+        # the client (nor a change to its account) can overtake them; the
+        # socket is accepted either way, to carry the refusal's frame.
+        clinician = await database_sync_to_async(user_is_clinician)(user)
+        placed = clinician and await self.place_take(user)
         await self.accept()
-        if not await database_sync_to_async(user_is_clinician)(user):
+        if not clinician:
             await self.refuse("forbidden", NOT_A_CLINICIAN_MESSAGE, CLOSE_FORBIDDEN)
             return
-        if not await self.place_take(user):
+        if not placed:
             await self.refuse("too_many_sockets", f"You have {settings.USER_MAX_SOCKETS} connections open "
                               "already (other tabs or windows). Close one, then reload this page.",
                               CLOSE_TOO_MANY_SOCKETS)
