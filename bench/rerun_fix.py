@@ -42,12 +42,14 @@ from pathlib import Path
 
 
 def _rows(path: Path, *, clusters: int, per_cluster: int, k: int) -> dict[str, dict]:
-    """Cached laymaker rows of one cluster variant, by ID."""
+    """Cached laymaker rows of one cluster variant (examples inline, as the
+    product renders it), by ID."""
     found = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
         if (row["key"].startswith("laymaker-") and row.get("clusters") == clusters
-                and row.get("per_cluster") == per_cluster and row.get("k") == k):
+                and row.get("per_cluster") == per_cluster and row.get("k") == k
+                and row.get("placement") == "inline"):
             found[row["key"].removeprefix("laymaker-")] = row
     return found
 
@@ -58,7 +60,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clusters", type=int, default=12)
     parser.add_argument("--per-cluster", type=int, default=8)
     parser.add_argument("--k", type=int, default=0)
-    parser.add_argument("--placement", default="inline")
     parser.add_argument("--prompt-version", default="", help="the gate's calibration key (default: the rows' own)")
     parser.add_argument("--threshold", type=float, default=None, help="instead of the calibrated threshold")
     parser.add_argument("--limit", type=int, default=0, help="re-run only the first N gated rows")
@@ -76,9 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     from clinical.quality.gate import gate_threshold
     from clinical.rerun.engine import run_in_engine_loop
     from clinical.rerun.execute import rerun_candidates_run
-    from inference.examples import ExamplePool
+    from inference.examples import ExamplePool, cluster_messages
     from inference.factory import EngineConfig, create_engine
-    from inference.prompts import build_messages
 
     data, _ = laymaker_rows()
     by_id = {r["ID"]: r for r in data}
@@ -94,13 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     routers = {name: sub.clusters(args.clusters, args.per_cluster) for name, sub in pools.items()}
 
     def fast_messages(row_id: str) -> list[dict[str, str]]:
-        """The fast run's messages, rendered as ``bench quality`` rendered them."""
-        name = plan[row_id][0]
-        text = by_id[row_id]["ORIGINAL"]
-        _, fixed = routers[name].route(text)
-        shown = {e.id for e in fixed}
-        examples = [e for e in pools[name].retrieve(text, args.k + len(fixed)) if e.id not in shown][:args.k]
-        return build_messages(text, examples=examples, placement=args.placement, prefix_examples=fixed)
+        """The fast run's messages: the product's cluster prompt over the
+        other half's pool, which is what ``bench quality --placement inline``
+        rendered (tests/inference/test_examples.py checks they are equal)."""
+        return cluster_messages(by_id[row_id]["ORIGINAL"], router=routers[plan[row_id][0]], k=args.k)
 
     checks = {i: quality.output_quality(input_text=by_id[i]["ORIGINAL"], output_text=row["output"], language="en")
               for i, row in fast.items()}

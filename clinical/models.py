@@ -277,11 +277,50 @@ def translation_message_parts(translation: Translation) -> list[list[dict[str, s
     return [part.messages for part in translation_parts(translation)]
 
 
+class TextJoiner:
+    """Joins the streamed pieces of several requests into one text, the
+    way it is stored: each request's text without its leading and trailing
+    whitespace, after its separator (only once it has text, so an empty
+    answer adds nothing). Whitespace at the end of a piece is held back
+    until more text of the same request follows, so what is streamed, put
+    together, is exactly the stored text.
+    """
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+        self._separator = ""
+        self._pending = ""
+        self._started = False
+
+    def begin(self, separator: str) -> None:
+        """A new request starts; its text goes after ``separator``."""
+        self._separator, self._pending, self._started = separator, "", False
+
+    def feed(self, text: str) -> str:
+        """The part of ``text`` to stream now (possibly empty)."""
+        if not self._started:
+            text = text.lstrip()
+            if not text:
+                return ""
+            text, self._started = (self._separator if self.pieces else "") + text, True
+        else:
+            text = self._pending + text
+        shown = text.rstrip()
+        self._pending = text[len(shown):]
+        if shown:
+            self.pieces.append(shown)
+        return shown
+
+    @property
+    def text(self) -> str:
+        """Everything streamed so far."""
+        return "".join(self.pieces)
+
+
 def translation_parts_join(parts: list[TranslationPart], texts: list[str]) -> str:
-    """The one text of a translation from its parts' answers, as the fast
-    run streams and stores it (:class:`clinical.translation.generation.TextJoiner`):
-    each answer stripped, after its part's separator, an empty answer left
-    out (with its separator).
+    """The one text of a translation from its parts' answers, joined by
+    the :class:`TextJoiner` the fast run streams through, so a re-run's
+    text is put together exactly as the fast text was stored.
 
     Args:
         parts: :func:`translation_parts` of the translation.
@@ -292,11 +331,11 @@ def translation_parts_join(parts: list[TranslationPart], texts: list[str]) -> st
     """
     if len(parts) != len(texts):
         raise ValueError(f"{len(texts)} texts for {len(parts)} parts")
-    joined = ""
+    joiner = TextJoiner()
     for part, text in zip(parts, texts):
-        if text.strip():
-            joined += (part.separator if joined else "") + text.strip()
-    return joined
+        joiner.begin(part.separator)
+        joiner.feed(text)
+    return joiner.text
 
 
 def translation_messages(translation: Translation) -> list[dict[str, str]]:

@@ -27,6 +27,7 @@ marked by its ``source``, for any term the engine did not define.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.resources
 import importlib.util
 import json
@@ -139,13 +140,20 @@ def prepare() -> Path:
     return path
 
 
+@functools.cache
+def easy_words() -> frozenset[str]:
+    """The Dale-Chall list of easy English words that textstat ships, lower
+    case (read once per process): a term made only of these is plain."""
+    words = importlib.resources.files("textstat").joinpath("resources/en/easy_words.txt")
+    return frozenset(w.strip().lower() for w in words.read_text(encoding="utf-8").splitlines())
+
+
 def _vocabulary() -> tuple[dict[str, tuple[str, str, str]], frozenset[str]]:
     global _index, _easy
     if _index is None:
         with _lock:
             if _index is None:
-                words = importlib.resources.files("textstat").joinpath("resources/en/easy_words.txt")
-                _easy = frozenset(w.strip().lower() for w in words.read_text(encoding="utf-8").splitlines())
+                _easy = easy_words()
                 try:
                     loaded = json.loads(prepare().read_text(encoding="utf-8"))
                 except OSError:  # a read-only cache: build in memory

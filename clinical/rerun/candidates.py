@@ -42,23 +42,21 @@ Plain functions over values: the engine calls are in
 
 from __future__ import annotations
 
-import importlib.resources
 import math
 import re
 from dataclasses import dataclass, field
-from functools import cache
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from clinical.models import Translation, translation_message_parts
+from clinical.models import Translation, TranslationPart, translation_parts
 from clinical.quality import glossary
 from clinical.quality import measure as quality
 from clinical.quality.gate import gate_threshold
 from clinical.quality.safety import find_drugs
 from inference.base import GenerationParams
 from inference.confidence import sequence_confidence
-from inference.examples import ExamplePool, default_pool, normalise, split_sentences
+from inference.examples import DEFAULT_K, ExamplePool, default_pool, normalise, split_sentences
 from inference.prompts import EXAMPLES_PROMPT_VERSION, build_messages
 
 FULL_PRECISION = "full_precision"
@@ -70,7 +68,7 @@ CANDIDATE_NAMES = (FULL_PRECISION, RETRIEVED_EXAMPLES, SPAN_REPLACEMENT, SAMPLED
 
 #: Examples for ``retrieved_examples``: the measured default, or more when the
 #: fast run already had that many (a different prompt, not the same one again).
-RETRIEVED_K = 6
+RETRIEVED_K = DEFAULT_K
 RETRIEVED_K_AGAIN = 8
 #: Temperature of ``sampled`` (0.7: varied wording that still follows the
 #: prompt; the logprobs recorded are the untempered ones, see the engines).
@@ -117,8 +115,8 @@ class CandidatePlan:
         skipped: why the candidate does not apply to this translation
             (``messages`` is then empty and nothing is generated).
         parts: for a translation generated sentence by sentence
-            (:func:`clinical.models.translation_message_parts`), the
-            messages of each part, generated in order and joined with
+            (:func:`clinical.models.translation_parts`), each part (its
+            messages and separator), generated in order and joined with
             :func:`clinical.models.translation_parts_join` (``messages`` is
             then empty); empty for one request.
     """
@@ -128,7 +126,7 @@ class CandidatePlan:
     params: GenerationParams
     prompt_version: str
     skipped: str = ""
-    parts: tuple[list[dict[str, str]], ...] = ()
+    parts: tuple[TranslationPart, ...] = ()
 
 
 def candidate_plan(*, translation: Translation, name: str, messages: list[dict[str, str]] | None = None,
@@ -137,7 +135,7 @@ def candidate_plan(*, translation: Translation, name: str, messages: list[dict[s
     module docstring); ``span_replacement`` generates its term list here and
     builds its text with :func:`span_candidate_text`.
 
-    ``messages`` (default :func:`clinical.models.translation_messages`) are
+    ``messages`` (default :func:`clinical.models.translation_parts`) are
     the fast run's messages that ``full_precision`` and ``sampled`` repeat;
     ``pool`` (default the shipped one) is where ``retrieved_examples`` looks.
     Both exist for the cross-fitted benchmark (``python -m bench rerun_fix``),
@@ -150,10 +148,12 @@ def candidate_plan(*, translation: Translation, name: str, messages: list[dict[s
     if name in (FULL_PRECISION, SAMPLED):
         params = (GenerationParams(max_tokens=max_tokens) if name == FULL_PRECISION else
                   GenerationParams(max_tokens=max_tokens, temperature=SAMPLED_TEMPERATURE))
-        parts = [messages] if messages else translation_message_parts(translation)
+        if messages:
+            return CandidatePlan(name, messages, params, translation.prompt_version)
+        parts = translation_parts(translation)
         if len(parts) > 1:
             return CandidatePlan(name, [], params, translation.prompt_version, parts=tuple(parts))
-        return CandidatePlan(name, parts[0], params, translation.prompt_version)
+        return CandidatePlan(name, parts[0].messages, params, translation.prompt_version)
     if name == RETRIEVED_EXAMPLES:
         if translation.language != "en" or len(split_sentences(translation.input_text)) != 1:
             return CandidatePlan(name, [], GenerationParams(), EXAMPLES_PROMPT_VERSION,
@@ -188,18 +188,10 @@ _SIDES_AND_NEGATIONS = re.compile(r"\b(left|right|bilateral|both|no|not|non|with
                                   re.IGNORECASE)
 
 
-@cache
-def _easy_words() -> frozenset[str]:
-    """The Dale-Chall list of easy English words that textstat ships (the
-    list :mod:`clinical.quality.glossary` uses to leave plain terms out)."""
-    words = importlib.resources.files("textstat").joinpath("resources/en/easy_words.txt")
-    return frozenset(w.strip().lower() for w in words.read_text(encoding="utf-8").splitlines())
-
-
 def _easy(word: str) -> bool:
-    """On the easy list, itself or as a plain inflection of an easy word
-    ("marked", "lungs")."""
-    easy = _easy_words()
+    """On the easy list (:func:`clinical.quality.glossary.easy_words`),
+    itself or as a plain inflection of an easy word ("marked", "lungs")."""
+    easy = glossary.easy_words()
     return word in easy or any(word.endswith(end) and word[: -len(end)] in easy
                                for end in ("s", "es", "ed", "d", "ing", "ly"))
 

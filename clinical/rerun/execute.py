@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from clinical.audit import audit_verification
 from clinical.frames import rerun_change_note
-from clinical.models import RERUN_PRECISION, Rerun, Translation, translation_parts, translation_parts_join
+from clinical.models import RERUN_PRECISION, Rerun, Translation, translation_parts_join
 from clinical.quality import measure as quality
 from clinical.rerun import candidates as rerun_candidates
 from clinical.rerun.engine import rerun_engine_get, run_in_engine_loop
@@ -164,8 +164,7 @@ async def _generate_bounded(engine, request_id: str, messages, params: Generatio
         raise
 
 
-async def _plan_generate(engine, translation: Translation, request_id: str, plan, deadline: float
-                         ) -> tuple[str, list[float]]:
+async def _plan_generate(engine, request_id: str, plan, deadline: float) -> tuple[str, list[float]]:
     """A candidate's text and token logprobs: one request, or, for a
     translation generated sentence by sentence, one request per part in
     order, joined as the fast run joined them
@@ -179,12 +178,12 @@ async def _plan_generate(engine, translation: Translation, request_id: str, plan
         return await _generate_bounded(engine, request_id, plan.messages, plan.params,
                                        timeout_s=deadline - time.monotonic())
     texts, logprobs = [], []
-    for index, messages in enumerate(plan.parts, start=1):
-        text, part_logprobs = await _generate_bounded(engine, f"{request_id}-{index}", messages, plan.params,
+    for index, part in enumerate(plan.parts, start=1):
+        text, part_logprobs = await _generate_bounded(engine, f"{request_id}-{index}", part.messages, plan.params,
                                                       timeout_s=deadline - time.monotonic())
         texts.append(text)
         logprobs.extend(part_logprobs)
-    return translation_parts_join(translation_parts(translation), texts), logprobs
+    return translation_parts_join(list(plan.parts), texts), logprobs
 
 
 def rerun_candidates_run(*, translation: Translation, engine, request_prefix: str,
@@ -235,7 +234,7 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
         started = time.perf_counter()
         try:
             text, logprobs = run_in_engine_loop(_plan_generate(
-                engine, translation, f"{request_prefix}-{name}", plan, deadline))
+                engine, f"{request_prefix}-{name}", plan, deadline))
         except (TimeoutError, EngineError) as exc:
             if not measured:
                 raise

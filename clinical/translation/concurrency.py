@@ -83,15 +83,21 @@ def translations_cap(*, api_client_id: int | None) -> int:
             else settings.USER_MAX_CONCURRENT_TRANSLATIONS)
 
 
+def translation_place_for(*, user_id: int | None, api_client_id: int | None, request_id) -> Place | None:
+    """The place a translation with ``request_id`` of this user or API
+    client takes (its request id in their set), ``None`` when uncapped or
+    held by nobody (an anonymous request)."""
+    if translations_cap(api_client_id=api_client_id) <= 0 or (user_id is None and api_client_id is None):
+        return None
+    return Place(holder_key(kind=TRANSLATIONS, user_id=user_id, api_client_id=api_client_id), str(request_id))
+
+
 def translation_place(translation) -> Place | None:
     """The place a translation admitted by
-    :func:`clinical.translation.services.translation_accept` holds (its
-    request id in its user's or client's set), ``None`` when uncapped."""
-    if translations_cap(api_client_id=translation.api_client_id) <= 0 or \
-            (translation.user_id is None and translation.api_client_id is None):
-        return None
-    return Place(holder_key(kind=TRANSLATIONS, user_id=translation.user_id,
-                            api_client_id=translation.api_client_id), str(translation.request_id))
+    :func:`clinical.translation.services.translation_accept` holds
+    (:func:`translation_place_for` of its row)."""
+    return translation_place_for(user_id=translation.user_id, api_client_id=translation.api_client_id,
+                                 request_id=translation.request_id)
 
 
 async def place_take(*, key: str, member: str, cap: int) -> Place | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from clinical.models import Translation, translation_parts
+from clinical.models import TextJoiner, Translation, translation_parts
 from clinical.runtime import replica
 from clinical.runtime.log import request_id_var
 from clinical.translation.services import TranslationFigures, translation_finish
@@ -78,46 +78,6 @@ class StreamMeter:
             confidence=sequence_confidence(self.logprobs),
             finish_reason=self.finish_reason,
         )
-
-
-class TextJoiner:
-    """Joins the streamed pieces of several requests into one text, the
-    way it is stored: each request's text without its leading and trailing
-    whitespace, after its separator (only once it has text, so an empty
-    answer adds nothing). Whitespace at the end of a piece is held back
-    until more text of the same request follows, so what is streamed, put
-    together, is exactly the stored text.
-    """
-
-    def __init__(self) -> None:
-        self.pieces: list[str] = []
-        self._separator = ""
-        self._pending = ""
-        self._started = False
-
-    def begin(self, separator: str) -> None:
-        """A new request starts; its text goes after ``separator``."""
-        self._separator, self._pending, self._started = separator, "", False
-
-    def feed(self, text: str) -> str:
-        """The part of ``text`` to stream now (possibly empty)."""
-        if not self._started:
-            text = text.lstrip()
-            if not text:
-                return ""
-            text, self._started = (self._separator if self.pieces else "") + text, True
-        else:
-            text = self._pending + text
-        shown = text.rstrip()
-        self._pending = text[len(shown):]
-        if shown:
-            self.pieces.append(shown)
-        return shown
-
-    @property
-    def text(self) -> str:
-        """Everything streamed so far."""
-        return "".join(self.pieces)
 
 
 _finish_async = database_sync_to_async(translation_finish)

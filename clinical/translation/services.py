@@ -245,12 +245,12 @@ async def _place_take(*, user, api_client, request_id: uuid.UUID):
     """The translation's place (:mod:`clinical.translation.concurrency`),
     ``None`` when its holder has no cap, ``False`` when the cap is reached."""
     api_client_id = getattr(api_client, "pk", None)
-    cap = concurrency.translations_cap(api_client_id=api_client_id)
-    if cap <= 0 or (api_client is None and user is None):
+    wanted = concurrency.translation_place_for(user_id=getattr(user, "pk", None), api_client_id=api_client_id,
+                                               request_id=request_id)
+    if wanted is None:
         return None
-    key = concurrency.holder_key(kind=concurrency.TRANSLATIONS, user_id=getattr(user, "pk", None),
-                                 api_client_id=api_client_id)
-    place = await concurrency.place_take(key=key, member=str(request_id), cap=cap)
+    place = await concurrency.place_take(key=wanted.key, member=wanted.member,
+                                         cap=concurrency.translations_cap(api_client_id=api_client_id))
     return False if place is None else place
 
 
