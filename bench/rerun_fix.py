@@ -104,8 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     gated = [i for i in sorted(fast, key=int)
              if quality.rerun_reasons(confidence=fast[i]["confidence"], safety_passed=checks[i].safety.passed,
                                       threshold=threshold, faithfulness_passed=checks[i].faithfulness.passed)]
-    if args.limit:
-        gated = gated[:args.limit]
+    to_run = gated[:args.limit] if args.limit else gated
     cache = Path(f"{args.out}-rows.jsonl")
     done = {}
     if args.resume and cache.exists():
@@ -113,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             row = json.loads(line)
             if row.get("variant") == [args.clusters, args.per_cluster, args.k] and row.get("threshold") == threshold:
                 done[row["id"]] = row
-    todo = [i for i in gated if i not in done]
+    todo = [i for i in to_run if i not in done]
     if todo:
         engine = create_engine(EngineConfig(engine="llamacpp", threads=args.threads))
         run_in_engine_loop(engine.start())
@@ -142,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                       flush=True)
         run_in_engine_loop(engine.shutdown())
 
-    report = _report(data, fast, checks, gated, done, threshold=threshold, version=version, model=model,
+    report = _report(data, fast, checks, gated, to_run, done, threshold=threshold, version=version, model=model,
                      score=score, command=" ".join(sys.argv[1:] if argv is None else argv))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(f"{args.out}.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
@@ -151,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _report(data, fast, checks, gated, done, *, threshold, version, model, score, command: str) -> dict:
+def _report(data, fast, checks, gated, to_run, done, *, threshold, version, model, score, command: str) -> dict:
     from bench.quality import _same
     from bench.stats import percentiles
 
@@ -161,7 +160,7 @@ def _report(data, fast, checks, gated, done, *, threshold, version, model, score
     changed = [not _same(r["ORIGINAL"], r["REFERENCE"]) for r in rows]
     before = [fast[r["ID"]]["output"] for r in rows]
     after = [done[r["ID"]]["text"] if r["ID"] in done else fast[r["ID"]]["output"] for r in rows]
-    ran = [done[i] for i in gated if i in done]
+    ran = [done[i] for i in to_run if i in done]
     failing = [r for r in ran if r["fast_failed"]]
     on_gated = [i for i, r in enumerate(rows) if r["ID"] in done]
     return {
