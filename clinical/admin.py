@@ -20,6 +20,7 @@ from rest_framework_api_key.admin import APIKeyModelAdmin
 
 from clinical import audit
 from clinical.models import APIClient, AuditEvent, Rerun, Translation, TranslationEdit
+from clinical.web.roles import CLINICIAN_GROUP
 
 # A password change is recorded (masked), never its hash.
 auditlog.register(get_user_model(), exclude_fields=["last_login"], mask_fields=["password"])
@@ -41,11 +42,6 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
-
-
-#: The one group IT may put an account in: it grants the translation page
-#: and no admin permission (migration 0004).
-CLINICIAN_GROUP = "Clinician"
 
 
 admin.site.unregister(get_user_model())

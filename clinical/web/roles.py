@@ -11,7 +11,8 @@ from functools import wraps
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 
-#: The group whose members may translate (the same name as clinical.admin's).
+#: The group whose members may translate, and the one group IT may put an
+#: account in from the admin (migration 0004 creates it).
 CLINICIAN_GROUP = "Clinician"
 #: What a signed-in user outside the group is told (page and socket).
 NOT_A_CLINICIAN_MESSAGE = ("Only clinicians may translate or read translations. Your account is not in the "

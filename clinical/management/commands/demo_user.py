@@ -16,6 +16,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 
+from clinical.web.roles import CLINICIAN_GROUP
+
 USERNAME = "demo-clinician"
 
 
@@ -37,5 +39,5 @@ class Command(BaseCommand):
             user.save()
             secret_file.write_text(password + "\n")
             os.chmod(secret_file, 0o600)
-        user.groups.add(Group.objects.get_or_create(name="Clinician")[0])
+        user.groups.add(Group.objects.get_or_create(name=CLINICIAN_GROUP)[0])
         self.stdout.write(f"username: {USERNAME}\npassword: {password}")
