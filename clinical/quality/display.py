@@ -12,6 +12,8 @@ computed in :mod:`clinical.quality.readability` and :mod:`clinical.quality.safet
 
 from __future__ import annotations
 
+from django.conf import settings
+
 from clinical.models import Translation
 from clinical.quality import measure as quality
 
@@ -29,6 +31,14 @@ FLAG_LABELS = {
 FAITHFULNESS_PASSED = ("Nothing added: the explanation states no number, unit, drug, side, body part, "
                        "negation or person that the diagnosis does not.")
 NOT_MEASURED = "Not measured for this language."
+#: What the clinician is told for a language in ``LANGUAGE_REVIEW_REQUIRED``
+#: (``{language}``: its name). The checks read numbers, units, sides and
+#: "I/my" in Spanish, not its drugs, negation, body parts or possessives
+#: (clinical.quality.faithfulness.LANGUAGE_KINDS), so a wrong Spanish text
+#: usually passes them.
+LANGUAGE_REVIEW_NOTE = ("{language} explanations from this model were often wrong in ways the checks "
+                        "do not catch (4 of 10 judged). Have a colleague who reads {language} check it "
+                        "before giving it to a patient.")
 
 
 def _grade(value: float | None) -> str:
@@ -80,11 +90,21 @@ def faithfulness_display(*, faithfulness: dict | None) -> dict:
                        "text": item.get("text", ""), "detail": item.get("detail", "")} for item in flags]}
 
 
+def language_review_notes() -> dict[str, str]:
+    """``{language code: note}`` for the languages of
+    ``settings.LANGUAGE_REVIEW_REQUIRED`` that translations may be written
+    in; the translate page shows the note when one is chosen."""
+    names = dict(Translation._meta.get_field("language").choices)
+    return {code: LANGUAGE_REVIEW_NOTE.format(language=names[code])
+            for code in settings.LANGUAGE_REVIEW_REQUIRED if code in names}
+
+
 def translation_quality_display(*, translation: Translation) -> dict | None:
     """The panels for the text the page shows (the verified re-run's own
     check once verified, else the fast output's): ``{"readability",
-    "safety", "faithfulness", "glossary", "verified"}``; ``None`` before the output
-    completed."""
+    "safety", "faithfulness", "glossary", "verified", "language_note"}``
+    (``language_note``: :func:`language_review_notes`' note for the
+    translation's language, else ""); ``None`` before the output completed."""
     if translation.status != Translation.Status.COMPLETED:
         return None
     verified = translation.verified_rerun
@@ -98,4 +118,5 @@ def translation_quality_display(*, translation: Translation) -> dict | None:
         "faithfulness": faithfulness_display(faithfulness=payload.get("faithfulness")),
         "glossary": payload.get("glossary") or [],
         "verified": verified is not None,
+        "language_note": language_review_notes().get(translation.language, ""),
     }

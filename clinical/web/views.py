@@ -17,7 +17,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from clinical import frames
 from clinical.models import Translation
-from clinical.quality.display import translation_quality_display
+from clinical.quality.display import language_review_notes, translation_quality_display
 from clinical.translation import handouts
 from clinical.translation.selectors import (
     handout_for_user,
@@ -39,6 +39,7 @@ def translate_page(request: HttpRequest) -> HttpResponse:
         "max_input_chars": settings.MAX_INPUT_CHARS,
         "reading_levels": Translation._meta.get_field("reading_level").choices,
         "languages": Translation._meta.get_field("language").choices,
+        "language_notes": language_review_notes(),
     })
 
 

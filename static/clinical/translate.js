@@ -25,6 +25,20 @@
   const quality = window.clinicalQuality;
   let readingLevel = root.dataset.readingLevel || "";
 
+  // A language whose explanations need a reader of it (settings
+  // LANGUAGE_REVIEW_REQUIRED): say so next to the choice.
+  const languageSelect = $("language");
+  const languageNote = $("language-note");
+  const languageNotes = $("language-notes") ? JSON.parse($("language-notes").textContent) : {};
+  function showLanguageNote() {
+    if (!languageSelect || !languageNote) return;
+    const note = languageNotes[languageSelect.value] || "";
+    languageNote.textContent = note;
+    languageNote.hidden = !note;
+  }
+  if (languageSelect) languageSelect.addEventListener("change", showLanguageNote);
+  showLanguageNote();
+
   let socket = null;
   let running = false;
   let pending = [];      // frames to send once the socket opens

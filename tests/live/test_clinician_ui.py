@@ -208,7 +208,9 @@ def test_missing_facts_are_listed_next_to_the_text_and_spanish_gets_its_own_meas
     assert glossary_box["y"] > text_box["y"] + text_box["height"]  # under the translation
     assert_accessible(page, "main page, safety check failed")
 
+    expect(page.locator("#language-note")).to_be_hidden()
     page.get_by_label("Patient's language").select_option("es")
+    expect(page.locator("#language-note")).to_contain_text("Have a colleague who reads Spanish check it")
     page.get_by_role("button", name="Translate").click()
     expect(page.locator("#q-output")).to_have_text(re.compile(r"of 100 \(Szigriszt-Pazos; higher is easier\)$"),
                                                    timeout=30_000)

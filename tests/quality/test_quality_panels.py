@@ -84,6 +84,27 @@ def test_spanish_output_shows_its_own_measure(client, clinician):
 
 
 @pytest.mark.django_db
+def test_a_spanish_explanation_asks_for_a_spanish_reader_on_the_detail_and_handout_pages(client, clinician):
+    spanish = measured_translation(clinician, language="es", output="El médico palpó el hígado.")
+    english = measured_translation(clinician, output="Your doctor felt your liver.")
+    client.force_login(clinician)
+    for path in ("/translations/{}/", "/translations/{}/handout/"):
+        body = client.get(path.format(spanish.request_id)).content.decode()
+        assert "Have a colleague who reads Spanish check it before giving it to a patient." in body
+        assert "Have a colleague" not in client.get(path.format(english.request_id)).content.decode()
+    # The translate page carries the note for the language selector.
+    page = client.get("/").content.decode()
+    assert '<script id="language-notes" type="application/json">{"es": "Spanish explanations' in page
+
+
+@pytest.mark.django_db
+def test_no_language_needs_a_reader_when_the_setting_is_emptied(client, clinician, settings):
+    settings.LANGUAGE_REVIEW_REQUIRED = []
+    spanish = measured_translation(clinician, language="es", output="El médico palpó el hígado.")
+    assert translation_quality_display(translation=spanish)["language_note"] == ""
+
+
+@pytest.mark.django_db
 def test_once_verified_the_panels_describe_the_verified_text(clinician):
     row = measured_translation(clinician, output="Your doctor felt your liver.",
                                verification=Translation.Verification.VERIFIED)
