@@ -38,6 +38,7 @@ import statistics
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -52,6 +53,83 @@ def _rows(path: Path, *, clusters: int, per_cluster: int, k: int) -> dict[str, d
                 and row.get("placement") == "inline"):
             found[row["key"].removeprefix("laymaker-")] = row
     return found
+
+
+@dataclass
+class Gate:
+    """The cluster-prompt rows of one variant and what the product's gate
+    does with them (see :func:`gated_rows`)."""
+
+    data: list[dict[str, str]]
+    by_id: dict[str, dict[str, str]]
+    fast: dict[str, dict]
+    checks: dict
+    gated: list[str]
+    model: str
+    version: str
+    threshold: float
+    plan: dict[str, tuple[str, frozenset[str]]]
+    routers: dict
+    pools: dict
+
+    def fold(self, row_id: str) -> str:
+        """``"A"`` or ``"B"``: the cross-fit half the row belongs to."""
+        return self.plan[row_id][0]
+
+    def failed(self, row_id: str) -> bool:
+        """The fast text failed the safety or the faithfulness check."""
+        return not (self.checks[row_id].safety.passed and self.checks[row_id].faithfulness.passed)
+
+    def pool_for(self, row_id: str):
+        """The example pool of the other half (never the row's own)."""
+        return self.pools[self.plan[row_id][0]]
+
+    def fast_messages(self, row_id: str) -> list[dict[str, str]]:
+        """The fast run's messages: the product's cluster prompt over the
+        other half's pool, which is what ``bench quality --placement inline``
+        rendered (tests/inference/test_examples.py checks they are equal)."""
+        from inference.examples import cluster_messages
+
+        return cluster_messages(self.by_id[row_id]["ORIGINAL"], router=self.routers[self.plan[row_id][0]],
+                                k=self.k)
+
+    k: int = 0
+
+
+def gated_rows(*, outputs: Path, clusters: int, per_cluster: int, k: int, prompt_version: str = "",
+               threshold: float | None = None) -> Gate:
+    """Read the cached fast outputs of one cluster variant and apply the
+    product's gate: the calibrated threshold for ``prompt_version`` (default
+    the rows' own) or ``threshold``, plus a failed safety or faithfulness
+    check. Gated IDs in numeric order.
+
+    Raises:
+        SystemExit: ``outputs`` has no row of that variant.
+    """
+    from bench.quality import crossfit_plan, laymaker_rows
+    from clinical.quality import measure as quality
+    from clinical.quality.gate import gate_threshold
+    from inference.examples import ExamplePool
+
+    data, _ = laymaker_rows()
+    by_id = {r["ID"]: r for r in data}
+    fast = _rows(outputs, clusters=clusters, per_cluster=per_cluster, k=k)
+    if not fast:
+        raise SystemExit(f"no rows of {clusters} clusters x {per_cluster}, k={k} in {outputs}")
+    model = next(iter(fast.values()))["model"]
+    version = prompt_version or next(iter(fast.values()))["prompt_version"]
+    threshold = threshold if threshold is not None else gate_threshold(model, version)
+    plan = crossfit_plan([by_id[i] for i in fast])
+    pool = ExamplePool.load()
+    pools = {name: pool.subset(ids) for name, ids in {p[0]: p[1] for p in plan.values()}.items()}
+    routers = {name: sub.clusters(clusters, per_cluster) for name, sub in pools.items()}
+    checks = {i: quality.output_quality(input_text=by_id[i]["ORIGINAL"], output_text=row["output"], language="en")
+              for i, row in fast.items()}
+    gated = [i for i in sorted(fast, key=int)
+             if quality.rerun_reasons(confidence=fast[i]["confidence"], safety_passed=checks[i].safety.passed,
+                                      threshold=threshold, faithfulness_passed=checks[i].faithfulness.passed)]
+    return Gate(data=data, by_id=by_id, fast=fast, checks=checks, gated=gated, model=model, version=version,
+                threshold=threshold, plan=plan, routers=routers, pools=pools, k=k)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,39 +149,16 @@ def main(argv: list[str] | None = None) -> int:
     import django
 
     django.setup()
-    from bench.quality import crossfit_plan, laymaker_rows, score
+    from bench.quality import score
     from clinical.models import Translation
-    from clinical.quality import measure as quality
-    from clinical.quality.gate import gate_threshold
     from clinical.rerun.engine import run_in_engine_loop
     from clinical.rerun.execute import rerun_candidates_run
-    from inference.examples import ExamplePool, cluster_messages
     from inference.factory import EngineConfig, create_engine
 
-    data, _ = laymaker_rows()
-    by_id = {r["ID"]: r for r in data}
-    fast = _rows(Path(args.outputs), clusters=args.clusters, per_cluster=args.per_cluster, k=args.k)
-    if not fast:
-        raise SystemExit(f"no rows of {args.clusters} clusters x {args.per_cluster}, k={args.k} in {args.outputs}")
-    model = next(iter(fast.values()))["model"]
-    version = args.prompt_version or next(iter(fast.values()))["prompt_version"]
-    threshold = args.threshold if args.threshold is not None else gate_threshold(model, version)
-    plan = crossfit_plan([by_id[i] for i in fast])
-    pool = ExamplePool.load()
-    pools = {name: pool.subset(ids) for name, ids in {p[0]: p[1] for p in plan.values()}.items()}
-    routers = {name: sub.clusters(args.clusters, args.per_cluster) for name, sub in pools.items()}
-
-    def fast_messages(row_id: str) -> list[dict[str, str]]:
-        """The fast run's messages: the product's cluster prompt over the
-        other half's pool, which is what ``bench quality --placement inline``
-        rendered (tests/inference/test_examples.py checks they are equal)."""
-        return cluster_messages(by_id[row_id]["ORIGINAL"], router=routers[plan[row_id][0]], k=args.k)
-
-    checks = {i: quality.output_quality(input_text=by_id[i]["ORIGINAL"], output_text=row["output"], language="en")
-              for i, row in fast.items()}
-    gated = [i for i in sorted(fast, key=int)
-             if quality.rerun_reasons(confidence=fast[i]["confidence"], safety_passed=checks[i].safety.passed,
-                                      threshold=threshold, faithfulness_passed=checks[i].faithfulness.passed)]
+    gate = gated_rows(outputs=Path(args.outputs), clusters=args.clusters, per_cluster=args.per_cluster, k=args.k,
+                      prompt_version=args.prompt_version, threshold=args.threshold)
+    data, by_id, fast, checks, gated = gate.data, gate.by_id, gate.fast, gate.checks, gate.gated
+    model, version, threshold, fast_messages = gate.model, gate.version, gate.threshold, gate.fast_messages
     to_run = gated[:args.limit] if args.limit else gated
     cache = Path(f"{args.out}-rows.jsonl")
     done = {}
@@ -125,10 +180,9 @@ def main(argv: list[str] | None = None) -> int:
                 started = time.perf_counter()
                 chosen, records = rerun_candidates_run(
                     translation=translation, engine=engine, request_prefix=f"fix-{row_id}",
-                    messages=fast_messages(row_id), pool=pools[plan[row_id][0]])
+                    messages=fast_messages(row_id), pool=gate.pool_for(row_id))
                 result = {"id": row_id, "variant": [args.clusters, args.per_cluster, args.k], "threshold": threshold,
-                          "fast": fast[row_id]["output"], "fast_failed": not (checks[row_id].safety.passed
-                                                                             and checks[row_id].faithfulness.passed),
+                          "fast": fast[row_id]["output"], "fast_failed": gate.failed(row_id),
                           "kept": chosen.name, "text": chosen.text, "passed": chosen.passed,
                           "s": round(time.perf_counter() - started, 1),
                           "candidates": [{k: v for k, v in r.items() if k in ("name", "passed", "confidence",

@@ -141,6 +141,9 @@ CANDIDATE_MESSAGES = {
     "span_replacement": "Rewritten from the original sentence with plain words for the hard terms",
     "sampled": "Written again from the same instructions with other wording",
 }
+#: The note when the re-run kept the fast text (``Rerun.candidate``
+#: ``fast_text``, clinical.rerun.candidates.Incumbent).
+KEPT_FAST_MESSAGE = "The first text stands: it passed both checks and no re-written text was clearly better"
 UNCHANGED_MESSAGE = "The diagnosis text as written: no plain-words version passed the checks"
 
 
@@ -161,6 +164,9 @@ def rerun_change_note(*, translation: Translation, rerun: Rerun) -> str:
     candidate (recorded before candidates existed)."""
     if not rerun.candidate:
         return ""
+    if rerun.candidate == "fast_text":
+        shown = f" (it was written with confidence {translation.confidence:.2f})" if translation.confidence else ""
+        return KEPT_FAST_MESSAGE + shown + "."
     label = CANDIDATE_MESSAGES.get(rerun.candidate, rerun.candidate)
     if normalise(rerun.output_text) == normalise(translation.input_text):
         label = UNCHANGED_MESSAGE

@@ -294,6 +294,13 @@ RERUN_RETRY_BACKOFF_S = int(os.environ.get("RERUN_RETRY_BACKOFF_S", "5"))
 # at the gate's confidence ends the search; else the best of those tried wins.
 RERUN_CANDIDATES = tuple(name.strip() for name in os.environ.get(
     "RERUN_CANDIDATES", "full_precision,retrieved_examples,span_replacement,sampled").split(",") if name.strip())
+# A candidate from other messages (other examples, sampling) replaces a fast
+# text that passed both checks only when its confidence is more than this much
+# higher (0-1; "inf": never); full_precision always may
+# (clinical/rerun/candidates.py Incumbent). 0: measured on both cross-fit
+# halves, a larger margin chosen on one lowered SARI on the other
+# (docs/quality/rerun-select.md).
+RERUN_REPLACE_MARGIN = float(os.environ.get("RERUN_REPLACE_MARGIN", "0"))
 # A re-run whose task never reached the broker (broker unreachable when the
 # translation completed; Rerun.dispatched_at empty) is sent again by the sweep
 # (clinical.rerun.dispatch.reruns_redispatch, every ORPHAN_SWEEP_INTERVAL_S on each

@@ -63,6 +63,9 @@ FULL_PRECISION = "full_precision"
 RETRIEVED_EXAMPLES = "retrieved_examples"
 SPAN_REPLACEMENT = "span_replacement"
 SAMPLED = "sampled"
+#: ``Rerun.candidate`` when no candidate may replace the fast text
+#: (:class:`Incumbent`): the fast text stands.
+FAST_TEXT = "fast_text"
 #: Every candidate, in the default order (``RERUN_CANDIDATES``).
 CANDIDATE_NAMES = (FULL_PRECISION, RETRIEVED_EXAMPLES, SPAN_REPLACEMENT, SAMPLED)
 
@@ -404,11 +407,15 @@ def _fkgl_within(candidate: Candidate, reading_level: int) -> bool:
     return fkgl is not None and fkgl <= reading_level
 
 
-def candidate_select(candidates: list[Candidate], *, reading_level: int) -> Candidate:
-    """The candidate that replaces the fast text.
+def candidate_select(candidates: list[Candidate], *, reading_level: int,
+                     incumbent: Incumbent | None = None) -> Candidate | None:
+    """The candidate that replaces the fast text, or ``None`` when the fast
+    text stands.
 
     Rule: among the candidates that pass both the safety and the
-    faithfulness check, the best by, in order,
+    faithfulness check (with an ``incumbent``, the fast text that passed both
+    checks, :func:`incumbent_for`: only those it allows,
+    :meth:`Incumbent.allows`), the best by, in order,
 
     1. what it is (:func:`candidate_tier`): a text the model wrote that
        differs from the input, above the input with some terms replaced
@@ -427,7 +434,8 @@ def candidate_select(candidates: list[Candidate], *, reading_level: int) -> Cand
     4. lower FKGL;
     5. earlier in ``RERUN_CANDIDATES``.
 
-    When none passes, the one with the fewest failed checks, then the fewest
+    When none passes: with an ``incumbent``, ``None`` (the fast text
+    stands); else the one with the fewest failed checks, then the fewest
     problems (missing facts plus flagged statements), then the highest
     confidence, then the earliest: the caller records it and its failed
     checks, so the clinician is told to review it.
@@ -435,6 +443,7 @@ def candidate_select(candidates: list[Candidate], *, reading_level: int) -> Cand
     Args:
         candidates: measured candidates in the order they were generated.
         reading_level: the US grade asked for.
+        incumbent: the fast text, when it passed both checks.
 
     Raises:
         ValueError: ``candidates`` is empty.
@@ -442,6 +451,8 @@ def candidate_select(candidates: list[Candidate], *, reading_level: int) -> Cand
     if not candidates:
         raise ValueError("no candidate to select from")
     order = {id(c): index for index, c in enumerate(candidates)}
+    if incumbent is not None:
+        candidates = [c for c in candidates if incumbent.allows(c)]
     passing = [c for c in candidates if c.passed]
     if passing:
         return max(passing, key=lambda c: (
@@ -450,6 +461,8 @@ def candidate_select(candidates: list[Candidate], *, reading_level: int) -> Cand
             _fkgl_within(c, reading_level),
             -(c.quality.readability.output_fkgl if c.quality.readability.output_fkgl is not None else math.inf),
             -order[id(c)]))
+    if incumbent is not None:
+        return None
     return min(candidates, key=lambda c: (
         (not c.quality.safety.passed) + (not c.quality.faithfulness.passed),
         c.problems,
@@ -457,12 +470,63 @@ def candidate_select(candidates: list[Candidate], *, reading_level: int) -> Cand
         order[id(c)]))
 
 
-def candidate_good_enough(candidate: Candidate, *, model_name: str) -> bool:
+def candidate_good_enough(candidate: Candidate, *, model_name: str, incumbent: Incumbent | None = None) -> bool:
     """Stop generating further candidates: ``candidate`` was written by the
     model and is not the input again (:func:`candidate_tier` 2), passes both checks, and its confidence is at or above the gate's
     threshold for ``model_name`` and its prompt version
     (:func:`clinical.quality.gate.gate_threshold`), i.e. the gate itself
-    would not have re-run it. Saves the CPU the re-run lane shares with the
-    clinicians."""
+    would not have re-run it; with an ``incumbent``, it may also replace the
+    fast text (:meth:`Incumbent.allows`). Saves the CPU the re-run lane
+    shares with the clinicians."""
     return (candidate.passed and candidate_tier(candidate) == 2 and candidate.confidence is not None
-            and candidate.confidence >= gate_threshold(model_name, candidate.prompt_version))
+            and candidate.confidence >= gate_threshold(model_name, candidate.prompt_version)
+            and (incumbent is None or incumbent.allows(candidate)))
+
+
+@dataclass(frozen=True)
+class Incumbent:
+    """The fast text, when it passed both checks and was re-run for low
+    confidence alone: a candidate must be clearly better to replace it.
+
+    Confidence (geometric-mean token probability) ranks failing outputs
+    weakly on this model (AUROC 0.63, docs/quality/rerun-fix.md), and a
+    candidate from other messages (other examples, sampling) is another
+    text, not a more exact reading of the same one; so such a candidate
+    replaces a passing fast text only when it passes both checks, was
+    written by the model (:func:`candidate_tier` 2) and its confidence is
+    more than ``margin`` above the fast text's (a tie keeps the fast text).
+    ``full_precision`` (the same messages in full precision: the design's
+    re-run) is always allowed. The margin (``RERUN_REPLACE_MARGIN``, default
+    0) was measured on both cross-fit halves of laymaker-dev
+    (docs/quality/rerun-select.md): a margin chosen on one half lowered SARI
+    on the other, so the default only keeps a passing fast text against a
+    candidate that is not more confident than it.
+
+    Attributes:
+        confidence: the fast text's confidence (0-1), ``None`` if unknown
+            (then only ``full_precision`` may replace it).
+        margin: confidence a candidate must add beyond a tie (0-1;
+            ``math.inf``: none but ``full_precision`` may).
+    """
+
+    confidence: float | None
+    margin: float
+
+    def allows(self, candidate: Candidate) -> bool:
+        """``candidate`` may replace the fast text (if it passes the checks)."""
+        if candidate.name == FULL_PRECISION:
+            return True
+        return (candidate.passed and candidate_tier(candidate) == 2 and self.confidence is not None
+                and candidate.confidence is not None and candidate.confidence > self.confidence + self.margin)
+
+
+def incumbent_for(translation: Translation, *, margin: float | None = None) -> Incumbent | None:
+    """The fast text as :class:`Incumbent` when it was re-run for low
+    confidence alone (``rerun_reason`` is ``low_confidence``: it passed both
+    checks); ``None`` when it failed a check (any candidate that passes may
+    replace it). ``margin`` defaults to ``settings.RERUN_REPLACE_MARGIN``."""
+    reasons = [r for r in (translation.rerun_reason or "").split(",") if r]
+    if reasons != [quality.LOW_CONFIDENCE]:
+        return None
+    return Incumbent(confidence=translation.confidence,
+                     margin=settings.RERUN_REPLACE_MARGIN if margin is None else margin)

@@ -65,7 +65,7 @@ def rerun_start(*, translation_id: int) -> Rerun | None:
 def rerun_complete(*, rerun_id: int, output_text: str, token_logprobs: list[float],
                    duration_ms: float, engine: str, model_name: str,
                    candidate: str = rerun_candidates.FULL_PRECISION, candidates: list[dict] | None = None,
-                   engine_precision: str = "") -> Rerun:
+                   engine_precision: str = "", confidence: float | None = None) -> Rerun:
     """Store the verified output exactly once and mark the translation
     verified; the first completion wins, later ones change nothing.
 
@@ -82,6 +82,8 @@ def rerun_complete(*, rerun_id: int, output_text: str, token_logprobs: list[floa
         candidates: every candidate's record, without text
             (:meth:`clinical.rerun.candidates.Candidate.record`).
         engine_precision: the engine's own precision label.
+        confidence: the kept text's confidence when ``token_logprobs`` is
+            empty (the fast text kept: its own confidence).
 
     The output is checked again here (readability, safety, faithfulness)
     and the clinician's note on why the text changed is written
@@ -94,7 +96,7 @@ def rerun_complete(*, rerun_id: int, output_text: str, token_logprobs: list[floa
         return rerun
     rerun.status = Rerun.Status.COMPLETED
     rerun.output_text = output_text
-    rerun.confidence = sequence_confidence(token_logprobs)
+    rerun.confidence = sequence_confidence(token_logprobs) if token_logprobs else confidence
     rerun.tokens_out = len(token_logprobs)
     rerun.duration_ms = round(duration_ms, 1)
     rerun.engine, rerun.model_name = engine, model_name
@@ -209,6 +211,11 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
         messages, pool: see :func:`clinical.rerun.candidates.candidate_plan`
             (the product passes neither).
 
+    A fast text that passed both checks stands unless a candidate is
+    clearly better (:func:`clinical.rerun.candidates.incumbent_for`); the
+    candidate returned is then the fast text itself, named
+    :data:`~clinical.rerun.candidates.FAST_TEXT`, without logprobs.
+
     Returns:
         ``(chosen candidate, records)``: ``records`` has one entry per
         candidate in ``names`` that was tried or skipped (``{"name",
@@ -222,6 +229,7 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
             an unknown candidate.
     """
     names = names or rerun_candidates.candidate_names()
+    incumbent = rerun_candidates.incumbent_for(translation)
     budget_s = settings.RERUN_SOFT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
     deadline = time.monotonic() + budget_s
     measured: list[rerun_candidates.Candidate] = []
@@ -256,14 +264,20 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
                     name, candidate.quality.safety.passed, candidate.quality.faithfulness.passed,
                     None if candidate.confidence is None else round(candidate.confidence, 3),
                     len(logprobs), ms)
-        if rerun_candidates.candidate_good_enough(candidate, model_name=translation.model_name):
+        if rerun_candidates.candidate_good_enough(candidate, model_name=translation.model_name,
+                                                  incumbent=incumbent):
             break
     if not measured:  # none of the candidates named applies (say, retrieved examples for two sentences)
         chosen, fallback = rerun_candidates_run(translation=translation, engine=engine, request_prefix=request_prefix,
                                                 names=(rerun_candidates.FULL_PRECISION,),
                                                 time_limit_s=deadline - time.monotonic(), messages=messages)
         return chosen, records + fallback
-    chosen = rerun_candidates.candidate_select(measured, reading_level=translation.reading_level)
+    chosen = rerun_candidates.candidate_select(measured, reading_level=translation.reading_level,
+                                               incumbent=incumbent)
+    if chosen is None:  # the fast text passed both checks and no candidate was clearly better
+        chosen = rerun_candidates.candidate_measure(
+            translation=translation, name=rerun_candidates.FAST_TEXT, text=translation.output_text, logprobs=[],
+            ms=0.0, prompt_version=translation.prompt_version)
     return chosen, records
 
 
@@ -293,7 +307,9 @@ def rerun_execute(*, translation_id: int) -> Rerun | None:
         translation=translation, engine=engine,
         request_prefix=f"{translation.request_id}-{RERUN_PRECISION}-{rerun.attempts}")
     duration_ms = (time.perf_counter() - started) * 1000
+    kept_fast = chosen.name == rerun_candidates.FAST_TEXT
     done = rerun_complete(rerun_id=rerun.pk, output_text=chosen.text, token_logprobs=list(chosen.logprobs),
+                          confidence=translation.confidence if kept_fast else None,
                           duration_ms=duration_ms, engine=engine.info.engine, model_name=engine.info.model,
                           candidate=chosen.name, candidates=records, engine_precision=engine.info.precision)
     logger.info("re-run completed precision=%s candidate=%s tried=%d tokens=%d duration_ms=%.0f attempt=%d",

@@ -6,6 +6,8 @@ re-run recording its candidates without text in the audit log."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.urls import reverse
@@ -93,6 +95,50 @@ def test_early_stop_needs_both_checks_and_the_gates_confidence(settings):
     assert not candidates.candidate_good_enough(failing, model_name="not-calibrated.gguf")
 
 
+# -- a passing fast text is the incumbent ---------------------------------------
+
+def test_a_passing_fast_text_stands_against_a_candidate_that_is_not_clearly_more_confident():
+    incumbent = candidates.Incumbent(confidence=0.50, margin=0.05)
+    slightly = measured(candidates.RETRIEVED_EXAMPLES, "A little fluid in the left knee.", math.log(0.53))
+    clearly = measured(candidates.SAMPLED, KEEPS_LEFT, math.log(0.60))
+    assert slightly.passed and clearly.passed
+    assert candidates.candidate_select([slightly], reading_level=6, incumbent=incumbent) is None
+    assert candidates.candidate_select([slightly, clearly], reading_level=6, incumbent=incumbent) is clearly
+    # without an incumbent (the fast text failed a check) the more confident text wins as before
+    assert candidates.candidate_select([slightly], reading_level=6) is slightly
+
+
+def test_a_passing_fast_text_is_never_replaced_by_a_failing_or_copied_candidate():
+    incumbent = candidates.Incumbent(confidence=0.30, margin=0.0)
+    failing = measured(candidates.RETRIEVED_EXAMPLES, DROPS_LEFT, -0.01)
+    copied = measured(candidates.SPAN_REPLACEMENT, "Mild left knee fluid buildup.", -0.01)
+    unchanged = measured(candidates.SAMPLED, "mild left knee effusion .", -0.01)
+    assert candidates.candidate_select([failing, copied, unchanged], reading_level=6, incumbent=incumbent) is None
+
+
+def test_the_full_precision_rerun_may_always_replace_the_fast_text():
+    incumbent = candidates.Incumbent(confidence=0.9, margin=math.inf)
+    full = measured(candidates.FULL_PRECISION, KEEPS_LEFT, math.log(0.4))
+    assert candidates.candidate_select([full], reading_level=6, incumbent=incumbent) is full
+
+
+def test_early_stop_waits_for_a_candidate_that_may_replace_the_fast_text(settings):
+    settings.CONFIDENCE_THRESHOLD = None
+    confident = measured(candidates.RETRIEVED_EXAMPLES, KEEPS_LEFT, -0.01)
+    assert candidates.candidate_good_enough(confident, model_name="x.gguf")
+    assert not candidates.candidate_good_enough(confident, model_name="x.gguf",
+                                                incumbent=candidates.Incumbent(confidence=0.99, margin=0.05))
+
+
+def test_only_a_fast_text_rerun_for_low_confidence_alone_is_an_incumbent(settings):
+    settings.RERUN_REPLACE_MARGIN = 0.1
+    low = Translation(input_text=KNEE, output_text=KEEPS_LEFT, rerun_reason="low_confidence", confidence=0.4)
+    failed = Translation(input_text=KNEE, output_text=DROPS_LEFT, rerun_reason="low_confidence,safety_failed",
+                         confidence=0.4)
+    assert candidates.incumbent_for(low) == candidates.Incumbent(confidence=0.4, margin=0.1)
+    assert candidates.incumbent_for(failed) is None
+
+
 def test_the_candidate_record_holds_checks_and_figures_but_no_text():
     record = measured(candidates.FULL_PRECISION, INVENTS_BRAIN, -0.1).record()
     assert record["name"] == "full_precision" and record["tokens"] == 10
@@ -159,6 +205,47 @@ def test_the_note_asks_for_review_when_no_candidate_passed():
     assert note.startswith("Written again from the same instructions in full precision: the first text left out "
                            "'left' and was written with low confidence (0.41).")
     assert "same text as the first one" in note and "No candidate passed both checks" in note
+
+
+def test_the_note_says_the_first_text_stands_when_it_was_kept():
+    translation = Translation(input_text=KNEE, output_text=KEEPS_LEFT, rerun_reason="low_confidence",
+                              confidence=0.41)
+    rerun = Rerun(translation=translation, candidate=candidates.FAST_TEXT, output_text=KEEPS_LEFT,
+                  safety_passed=True, faithfulness_passed=True)
+    assert rerun_change_note(translation=translation, rerun=rerun) == (
+        "The first text stands: it passed both checks and no re-written text was clearly better "
+        "(it was written with confidence 0.41).")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_low_confidence_rerun_keeps_the_passing_fast_text_when_no_candidate_is_clearly_better(
+        clinician, settings, monkeypatch):
+    """Only candidates from other messages are tried (no full precision),
+    and the engine answers them with a passing text no more confident than
+    the fast one: the fast text stands, with its own confidence, and the
+    clinician is told why."""
+    settings.RERUN_CANDIDATES = ("sampled",)
+    settings.RERUN_REPLACE_MARGIN = 0.05
+    monkeypatch.setattr(execute, "rerun_engine_get", lambda: FakeEngine(answer="Some fluid in the left knee.",
+                                                                       logprob=math.log(0.42)))
+    row = services.translation_create(user=clinician, text=KNEE)
+    row = services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED,
+                                      output_text=KEEPS_LEFT, figures=services.TranslationFigures(
+                                          tokens_out=9, confidence=0.40))
+    assert row.rerun_reason == "low_confidence"
+
+    done = execute.rerun_execute(translation_id=row.pk)
+    assert done.candidate == candidates.FAST_TEXT and done.output_text == KEEPS_LEFT
+    assert done.confidence == pytest.approx(0.40) and done.safety_passed and done.faithfulness_passed
+    assert [r["name"] for r in done.candidates] == ["sampled"]
+    assert done.change_note.startswith("The first text stands")
+
+    settings.RERUN_REPLACE_MARGIN = 0.0  # now the sampled text, more confident, may replace it
+    again = services.translation_create(user=clinician, text=KNEE)
+    services.translation_finish(translation_id=again.pk, status=Translation.Status.COMPLETED, output_text=KEEPS_LEFT,
+                                figures=services.TranslationFigures(tokens_out=9, confidence=0.40))
+    replaced = execute.rerun_execute(translation_id=again.pk)
+    assert replaced.candidate == "sampled" and replaced.output_text == "Some fluid in the left knee."
 
 
 # -- the re-run records its candidates --------------------------------------------

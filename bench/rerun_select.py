@@ -1,0 +1,225 @@
+"""``python -m bench rerun_select``: which rule should pick the re-run's
+text, chosen on one cross-fit half and confirmed on the other.
+
+``bench rerun_fix`` runs the product's re-run as it is (early stop, then
+:func:`clinical.rerun.candidates.candidate_select`). This benchmark
+generates *every* candidate of ``RERUN_CANDIDATES`` for each output the
+gate sends (each on its own, no early stop; cached per candidate in
+``<out>-candidates.jsonl`` with its text and token logprobs, reused with
+``--resume``) and replays selection rules over the same candidates:
+
+* ``current``: the product's rule before the incumbent (early stop, then
+  ``candidate_select``);
+* ``incumbent+D``: :class:`clinical.rerun.candidates.Incumbent` with margin
+  ``D``: a fast text that passed both checks stays unless ``full_precision``
+  or a candidate that passes both checks, was written by the model (tier 2)
+  and is at least ``D`` more confident replaces it; a fast text that failed
+  a check is handled as by ``current``. ``D`` over ``--margins``;
+  ``incumbent+inf`` lets only ``full_precision`` replace a passing fast
+  text (here, through llama.cpp, that is the fast text again).
+
+For each rule: SARI (all, changed only) over the gated rows as delivered,
+how many passing fast texts it replaced, and the engine time its early
+stop leaves (the sum of the candidates' generation ms up to where the rule
+stops; on a 2-core site the re-run lane shares the cores with the ward).
+The margin is chosen on one fold alone (best SARI over its gated rows,
+ties to the larger margin: fewer replacements) and read on the other, both
+ways. Writes ``<out>.json`` and ``<out>.md``.
+
+    .venv/bin/python -m bench rerun_select --threads 2 --resume
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+#: Margins tried (confidence, geometric-mean token probability, 0-1).
+DEFAULT_MARGINS = "0,0.02,0.05,0.1,0.2,inf"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench rerun_select", description=__doc__.splitlines()[0])
+    parser.add_argument("--outputs", default="docs/quality/quality-report-examples-outputs.jsonl")
+    parser.add_argument("--clusters", type=int, default=12)
+    parser.add_argument("--per-cluster", type=int, default=8)
+    parser.add_argument("--k", type=int, default=0)
+    parser.add_argument("--prompt-version", default="2026-11-25.2+c24x8k0")
+    parser.add_argument("--margins", default=DEFAULT_MARGINS)
+    parser.add_argument("--limit", type=int, default=0, help="only the first N gated rows")
+    parser.add_argument("--threads", type=int, default=int(os.environ.get("INFERENCE_THREADS", "0")))
+    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--out", default="docs/quality/rerun-select")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clinical.settings")
+    import django
+
+    django.setup()
+    from bench.quality import _same, score
+    from bench.rerun_fix import gated_rows
+    from clinical.models import Translation
+    from clinical.rerun import candidates as rerun_candidates
+    from clinical.rerun.engine import run_in_engine_loop
+    from clinical.rerun.execute import rerun_candidates_run
+    from inference.examples import normalise
+
+    gate = gated_rows(outputs=Path(args.outputs), clusters=args.clusters, per_cluster=args.per_cluster, k=args.k,
+                      prompt_version=args.prompt_version)
+    rows = gate.gated[:args.limit] if args.limit else gate.gated
+    names = rerun_candidates.candidate_names()
+    cache = Path(f"{args.out}-candidates.jsonl")
+    done: dict[tuple[str, str], dict] = {}
+    if args.resume and cache.exists():
+        for line in cache.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            done[(record["id"], record["name"])] = record
+    todo = [(row_id, name) for row_id in rows for name in names if (row_id, name) not in done]
+
+    def translation_for(row_id: str) -> Translation:
+        return Translation(input_text=gate.by_id[row_id]["ORIGINAL"], language="en", reading_level=6,
+                           prompt_version=gate.version, model_name=gate.model, output_text=gate.fast[row_id]["output"],
+                           confidence=gate.fast[row_id]["confidence"])
+
+    if todo:
+        from inference.factory import EngineConfig, create_engine
+
+        engine = create_engine(EngineConfig(engine="llamacpp", threads=args.threads))
+        run_in_engine_loop(engine.start())
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        with open(cache, "a", encoding="utf-8") as out:
+            for n, (row_id, name) in enumerate(todo, start=1):
+                started = time.perf_counter()
+                chosen, records = rerun_candidates_run(
+                    translation=translation_for(row_id), engine=engine, request_prefix=f"sel-{row_id}",
+                    names=(name,), messages=gate.fast_messages(row_id), pool=gate.pool_for(row_id),
+                    time_limit_s=600)
+                record = {"id": row_id, "name": name, "skipped": records[0].get("skipped", "")
+                          if records and records[0]["name"] == name else "",
+                          "generated": chosen.name, "text": chosen.text, "logprobs": list(chosen.logprobs),
+                          "ms": chosen.ms, "prompt_version": chosen.prompt_version,
+                          "replaced": [list(pair) for pair in chosen.replaced]}
+                done[(row_id, name)] = record
+                out.write(json.dumps(record) + "\n")
+                out.flush()
+                print(f"[{n}/{len(todo)}] {row_id} {name} {time.perf_counter() - started:.1f} s", flush=True)
+        run_in_engine_loop(engine.shutdown())
+
+    def measured(row_id: str) -> list:
+        """The row's candidates in ``RERUN_CANDIDATES`` order, measured as the
+        product measures them (skipped ones left out, as the product does)."""
+        translation = translation_for(row_id)
+        found = []
+        for name in names:
+            record = done.get((row_id, name))
+            if record is None or record["skipped"] or record["generated"] != name:
+                continue
+            found.append(rerun_candidates.candidate_measure(
+                translation=translation, name=name, text=record["text"], logprobs=record["logprobs"],
+                ms=record["ms"], prompt_version=record["prompt_version"],
+                replaced=[tuple(pair) for pair in record["replaced"]]))
+        return found
+
+    margins = [math.inf if m.strip() == "inf" else float(m) for m in args.margins.split(",")]
+    rules = [("current", None)] + [(f"incumbent+{m:g}", m) for m in margins]
+    per_row = {row_id: measured(row_id) for row_id in rows}
+    results = {}
+    for fold in ("A", "B"):
+        ids = [i for i in rows if gate.fold(i) == fold and per_row[i]]
+        sources = [gate.by_id[i]["ORIGINAL"] for i in ids]
+        references = [gate.by_id[i]["REFERENCE"] for i in ids]
+        changed = [not _same(gate.by_id[i]["ORIGINAL"], gate.by_id[i]["REFERENCE"]) for i in ids]
+        fold_result = {"rows": len(ids), "fast_failed": sum(gate.failed(i) for i in ids), "rules": {}}
+        fast_score = score("fast text", sources, [gate.fast[i]["output"] for i in ids], references, changed=changed)
+        fold_result["fast"] = {"sari": fast_score["sari"], "sari_changed": fast_score.get("sari_changed")}
+        for label, margin in rules:
+            texts, replaced, engine_ms, kept = [], 0, 0.0, {}
+            for i in ids:
+                text, name, ms = replay(per_row[i], fast_text=gate.fast[i]["output"],
+                                        fast_confidence=gate.fast[i]["confidence"], fast_failed=gate.failed(i),
+                                        margin=margin, model_name=gate.model, reading_level=6)
+                texts.append(text)
+                engine_ms += ms
+                kept[name] = kept.get(name, 0) + 1
+                replaced += (not gate.failed(i)) and normalise(text) != normalise(gate.fast[i]["output"])
+            s = score(label, sources, texts, references, changed=changed)
+            fold_result["rules"][label] = {
+                "sari": s["sari"], "sari_changed": s.get("sari_changed"), "safety_pass_pct": s["safety_pass_pct"],
+                "faithfulness_pass_pct": s["faithfulness_pass_pct"], "passing_fast_replaced": replaced,
+                "engine_s": round(engine_ms / 1000, 1), "kept": kept}
+        results[fold] = fold_result
+    incumbent = [label for label, margin in rules if margin is not None]
+
+    def chosen_on(fold: str) -> str:
+        return max(incumbent, key=lambda label: (results[fold]["rules"][label]["sari"], incumbent.index(label)))
+
+    report = {"command": "python -m bench rerun_select " + " ".join(sys.argv[1:] if argv is None else argv),
+              "model": gate.model, "prompt_version": gate.version, "threshold": gate.threshold,
+              "candidates": list(names), "gated": len(rows), "folds": results,
+              "chosen": {"A": chosen_on("A"), "B": chosen_on("B")}}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{args.out}.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    Path(f"{args.out}.md").write_text(render(report), encoding="utf-8")
+    print(render(report))
+    return 0
+
+
+def replay(measured: list, *, fast_text: str, fast_confidence: float | None, fast_failed: bool,
+           margin: float | None, model_name: str, reading_level: int) -> tuple[str, str, float]:
+    """What one rule delivers for one gated output: ``(text, name of what
+    was kept or "fast", engine ms spent)``. ``margin`` ``None`` is the rule
+    before the incumbent (early stop on ``candidate_good_enough``, then
+    ``candidate_select``); a number is the incumbent rule with that margin,
+    through the product's own functions (``incumbent`` arguments)."""
+    from clinical.rerun.candidates import Incumbent, candidate_good_enough, candidate_select
+
+    incumbent = None if (margin is None or fast_failed) else Incumbent(confidence=fast_confidence, margin=margin)
+    tried, spent = [], 0.0
+    for candidate in measured:
+        tried.append(candidate)
+        spent += candidate.ms
+        if candidate_good_enough(candidate, model_name=model_name, incumbent=incumbent):
+            break
+    chosen = candidate_select(tried, reading_level=reading_level, incumbent=incumbent)
+    if chosen is None:
+        return fast_text, "fast", spent
+    return chosen.text, chosen.name, spent
+
+
+def render(report: dict) -> str:
+    """The Markdown report."""
+    lines = [
+        "# Which text the re-run keeps: selection rules replayed (laymaker-dev, cross-fitted)", "",
+        f"Command: `{report['command'].strip()}`. Model `{report['model']}` through llama.cpp (so "
+        "`full_precision` repeats the fast run, as the worker's float32 run does on a CPU). Gate: confidence "
+        f"below {report['threshold']} (calibrated for `{report['prompt_version']}`) or a failed check: "
+        f"{report['gated']} gated outputs. Every candidate of `{','.join(report['candidates'])}` generated once "
+        "per output; each rule replayed over the same candidates. `engine s`: generation time the rule's early "
+        "stop leaves, summed.", "",
+    ]
+    for fold, other in (("A", "B"), ("B", "A")):
+        label = report["chosen"][fold]
+        held_out = report["folds"][other]["rules"]
+        lines.append(f"* Chosen on fold {fold} (best SARI over its gated rows; ties to the larger margin): "
+                     f"**{label}**; on fold {other} it gives SARI {held_out[label]['sari']:.1f} against "
+                     f"{held_out['current']['sari']:.1f} for `current`.")
+    lines.append("")
+    for fold, result in report["folds"].items():
+        lines += [f"## Fold {fold}: {result['rows']} gated rows ({result['fast_failed']} failed a check)", "",
+                  f"Fast text alone: SARI {result['fast']['sari']:.1f}, changed {result['fast']['sari_changed']}.", "",
+                  "| rule | SARI | SARI (changed) | safety pass | faithfulness pass | passing fast texts replaced "
+                  "| engine s | kept |", "|---|---|---|---|---|---|---|---|"]
+        for label, r in result["rules"].items():
+            lines.append(f"| {label} | {r['sari']:.1f} | {r['sari_changed']} | {r['safety_pass_pct']:.1f} % | "
+                         f"{r['faithfulness_pass_pct']:.1f} % | {r['passing_fast_replaced']} | {r['engine_s']} | "
+                         f"{r['kept']} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
