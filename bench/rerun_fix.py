@@ -132,17 +132,24 @@ def gated_rows(*, outputs: Path, clusters: int, per_cluster: int, k: int, prompt
                 threshold=threshold, plan=plan, routers=routers, pools=pools, k=k)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench rerun_fix", description=__doc__.splitlines()[0])
+def gate_arguments(parser, *, prompt_version: str) -> None:
+    """The arguments naming the cached fast outputs and the gate
+    (:func:`gated_rows`), plus ``--limit``, ``--threads`` and ``--resume``."""
     parser.add_argument("--outputs", default="docs/quality/quality-report-examples-outputs.jsonl")
     parser.add_argument("--clusters", type=int, default=12)
     parser.add_argument("--per-cluster", type=int, default=8)
     parser.add_argument("--k", type=int, default=0)
-    parser.add_argument("--prompt-version", default="", help="the gate's calibration key (default: the rows' own)")
-    parser.add_argument("--threshold", type=float, default=None, help="instead of the calibrated threshold")
-    parser.add_argument("--limit", type=int, default=0, help="re-run only the first N gated rows")
+    parser.add_argument("--prompt-version", default=prompt_version,
+                        help="the gate's calibration key (empty: the rows' own)")
+    parser.add_argument("--limit", type=int, default=0, help="only the first N gated rows")
     parser.add_argument("--threads", type=int, default=int(os.environ.get("INFERENCE_THREADS", "0")))
     parser.add_argument("--resume", action="store_true")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench rerun_fix", description=__doc__.splitlines()[0])
+    gate_arguments(parser, prompt_version="")
+    parser.add_argument("--threshold", type=float, default=None, help="instead of the calibrated threshold")
     parser.add_argument("--out", default="docs/quality/rerun-fix")
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clinical.settings")

@@ -39,21 +39,16 @@ import sys
 import time
 from pathlib import Path
 
+from bench.rerun_fix import gate_arguments
+
 #: Margins tried (confidence, geometric-mean token probability, 0-1).
 DEFAULT_MARGINS = "0,0.02,0.05,0.1,0.2,inf"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench rerun_select", description=__doc__.splitlines()[0])
-    parser.add_argument("--outputs", default="docs/quality/quality-report-examples-outputs.jsonl")
-    parser.add_argument("--clusters", type=int, default=12)
-    parser.add_argument("--per-cluster", type=int, default=8)
-    parser.add_argument("--k", type=int, default=0)
-    parser.add_argument("--prompt-version", default="2026-11-25.2+c24x8k0")
+    gate_arguments(parser, prompt_version="2026-11-25.2+c24x8k0")
     parser.add_argument("--margins", default=DEFAULT_MARGINS)
-    parser.add_argument("--limit", type=int, default=0, help="only the first N gated rows")
-    parser.add_argument("--threads", type=int, default=int(os.environ.get("INFERENCE_THREADS", "0")))
-    parser.add_argument("--resume", action="store_true")
     parser.add_argument("--out", default="docs/quality/rerun-select")
     args = parser.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clinical.settings")
