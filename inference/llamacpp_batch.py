@@ -20,10 +20,15 @@ log-probabilities, end-of-sequence stop, token limit and cancellation.
 
 Each sequence has its own KV stream (``kv_unified = False``, ``seq_tokens``
 cells each): its cells are laid out exactly as when it runs alone, so the
-attention sums run in the same order and a request's greedy output is the
-one-at-a-time engine's, whatever else is in the batch (with one unified
-cache, where sequences' cells interleave, 9 of 16 SmolLM2 outputs differed
-from the serial engine's within 40 tokens, and the step was slower).
+attention sums run in the same order (with one unified cache, where
+sequences' cells interleave, 9 of 16 SmolLM2 outputs differed from the
+serial engine's within 40 tokens, and the step was slower). On SmolLM2
+(Q4_1) a request's greedy output is then the one-at-a-time engine's,
+whatever else is in the batch (tests/inference/test_llamacpp_batching.py);
+on the default model (Q4_K_M) only on 84-86 % of laymaker-dev sentences
+(``python -m bench batching``, docs/benchmarks/batching.md): the weight
+matrix products of a step of several rows are not computed as those of one
+row, which flips near-tie tokens.
 
 The shared instructions (every message but the clinical text: the system
 message and, for the product's cluster prompt, one of 24 example clusters'
