@@ -1,7 +1,7 @@
 """Continuous batching for the llama.cpp engine (llama.cpp's own batch API).
 
-One llama.cpp context with ``n_seq_max`` sequences and one unified KV cache
-serves every running request. Each request gets a sequence id; one worker
+One llama.cpp context with ``n_seq_max = max_batch`` sequences serves every
+running request. Each request gets a sequence id; one worker
 thread runs decode steps, and each step is one ``llama_decode`` of one
 ``llama_batch`` holding
 
@@ -20,19 +20,39 @@ log-probabilities, end-of-sequence stop, token limit and cancellation.
 
 Each sequence has its own KV stream (``kv_unified = False``, ``seq_tokens``
 cells each): its cells are laid out exactly as when it runs alone, so the
-attention sums run in the same order and a request's greedy output is the
-one-at-a-time engine's, whatever else is in the batch (with one unified
-cache, where sequences' cells interleave, 9 of 16 SmolLM2 outputs differed
-from the serial engine's within 40 tokens, and the step was slower).
+attention sums run in the same order (with one unified cache, where
+sequences' cells interleave, 9 of 16 SmolLM2 outputs differed from the
+serial engine's within 40 tokens, and the step was slower). On SmolLM2
+(Q4_1) a request's greedy output is then the one-at-a-time engine's,
+whatever else is in the batch (tests/inference/test_llamacpp_batching.py);
+on the default model (Q4_K_M) only on 84-86 % of laymaker-dev sentences
+(``python -m bench batching``, docs/benchmarks/batching.md): a request's
+numbers there depend on what shares its decode steps (which sentences
+differ changes from run to run; turning llama.cpp's weight repacking off
+did not help), which flips near-tie tokens.
 
-The shared instructions (every message but the clinical text) are evaluated
-once, on their own (as the serial engine reads them), into a *holder*
-sequence, and copied to each new request's sequence with
-``llama_memory_seq_cp`` (between streams: a copy of those K/V rows); a
+The shared instructions (every message but the clinical text: the system
+message and, for the product's cluster prompt, one of 24 example clusters'
+worked examples) are evaluated once, on their own (as the serial engine
+reads them), into the sequence of the first request that needs them, and
+kept as a KV snapshot of that sequence (``llama_state_seq_get_data``: the
+K/V rows of those tokens only, about 28 KiB per token on Qwen2.5-1.5B) in
+the engine's :class:`~inference.llamacpp_prefix.PrefixSnapshots`, the same
+least-recently-used store the serial engine keeps
+(``INFERENCE_PREFIX_SNAPSHOTS``, 32: the 24 clusters and the other
+instruction sets). Each later request with the same instructions gets them
+written into its own, empty sequence (``llama_state_seq_set_data``); a
 finished request's sequence is emptied with ``llama_memory_seq_rm``.
-Holders are kept for the ``prefix_slots`` most recently used instruction
-sets (the translation and glossary prompts at the default reading level and
-language); another set evicts the least recently used idle holder.
+
+Why snapshots and not holder sequences kept in the context: with one KV
+stream per sequence, llama.cpp gives every stream the same size (``n_ctx /
+n_seq_max`` cells; a per-sequence size does not exist in its API), so each
+holder sequence would cost ``seq_tokens`` cells (4096 x 28 KiB = 112 MiB on
+the default model) for a prefix of 300-700 tokens: 32 holders 3.5 GiB. A
+unified cache is one flag for the whole context (``kv_unified``), not per
+sequence, and changes the requests' outputs (above). And copying a holder
+between streams (``llama_memory_seq_cp``) copies the whole source stream,
+``seq_tokens`` cells, where a snapshot writes only the prefix's cells.
 
 Background requests (``GenerationParams.background``, the glossary step)
 keep the serial engine's contract: they join the batch only while no
@@ -67,16 +87,6 @@ def log_softmax_at(logits: np.ndarray, index: int) -> float:
 
 
 @dataclass
-class _Holder:
-    """A sequence holding one instruction prefix's KV cells."""
-
-    seq_id: int
-    tokens: tuple[int, ...]
-    users: int = 0
-    used_at: float = 0.0
-
-
-@dataclass
 class _Seq:
     """A request in the running batch."""
 
@@ -86,7 +96,6 @@ class _Seq:
     pos: int  # tokens of the prompt (then of the output) in the KV cache
     admitted_ns: int
     started: float
-    holder: _Holder | None = None
     produced: int = 0
     pending: int | None = None  # sampled token to feed at the next step
     first: bool = True
@@ -98,30 +107,28 @@ class BatchScheduler:
 
     Args:
         engine: the :class:`~inference.llamacpp_engine.LlamaCppEngine`
-            (its ``_llm`` gives the model, tokenizer and chat template).
+            (its ``_llm`` gives the model, tokenizer and chat template; its
+            ``prefix_snapshots`` store keeps the instruction prefixes:
+            capacity 0 = each request reads its own instructions).
         max_batch: most requests decoded together (``n_seq_max`` of the
-            context, plus ``prefix_slots`` holder sequences).
+            context).
         seq_tokens: KV-cache cells of each sequence (its own stream): the
-            longest prompt plus output.
+            longest prompt plus output. The context's KV cache holds
+            ``max_batch x seq_tokens`` cells (Qwen2.5-1.5B: 28 KiB each).
         prefill_chunk: most prompt tokens read per decode step.
-        prefix_slots: instruction prefixes kept in holder sequences (0 =
-            each request reads its own instructions).
     """
 
-    def __init__(self, engine, *, max_batch: int, seq_tokens: int, prefill_chunk: int,
-                 prefix_slots: int) -> None:
+    def __init__(self, engine, *, max_batch: int, seq_tokens: int, prefill_chunk: int) -> None:
         self.engine = engine
         self.max_batch = max_batch
         self.seq_tokens = seq_tokens
         self.prefill_chunk = max(1, prefill_chunk)
-        self.prefix_slots = prefix_slots
+        self.snapshots = engine.prefix_snapshots
         self.n_batch = max(512, max_batch + self.prefill_chunk)
         self._cond = threading.Condition()
         self._waiting: dict[bool, collections.deque] = {False: collections.deque(), True: collections.deque()}
         self._active: list[_Seq] = []
-        self._holders: dict[tuple[int, ...], _Holder] = {}
         self._free_seqs = list(range(max_batch))
-        self._free_holder_ids = list(range(max_batch, max_batch + prefix_slots))
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._ctx = None
@@ -142,10 +149,10 @@ class BatchScheduler:
         # The library's defaults, as the serial engine uses (a copy).
         params = type(llm.context_params).from_buffer_copy(llm.context_params)
         # One KV stream per sequence (not unified), each of seq_tokens cells.
-        params.n_ctx = self.seq_tokens * (self.max_batch + self.prefix_slots)
+        params.n_ctx = self.seq_tokens * self.max_batch
         params.n_batch = self.n_batch
         params.n_ubatch = self.n_batch
-        params.n_seq_max = self.max_batch + self.prefix_slots
+        params.n_seq_max = self.max_batch
         params.kv_unified = False
         params.n_threads = self.engine.n_threads
         params.n_threads_batch = self.engine.n_threads
@@ -240,49 +247,31 @@ class BatchScheduler:
 
     def _place(self, job) -> bool:
         """Start ``job`` on a free sequence (its prompt fits its stream: the
-        engine checked it against ``n_ctx``)."""
+        engine checked it against ``n_ctx``): its instructions come from
+        their snapshot, or are read on their own and kept as one."""
         import llama_cpp
 
-        engine = self.engine
-        tokens, instructions = engine._prompt_tokens(job)
-        key = tuple(tokens[:instructions]) if instructions and self.prefix_slots else None
-        holder = self._holders.get(key) if key else None
+        tokens, instructions = self.engine._prompt_tokens(job)
         seq_id = self._free_seqs.pop(0)
-        if key and holder is None:
-            holder = self._new_holder(key)
         seq = _Seq(job=job, seq_id=seq_id, tokens=tokens, pos=0,
-                   admitted_ns=time.monotonic_ns(), started=time.perf_counter(), holder=holder)
-        if holder is not None:
-            llama_cpp.llama_memory_seq_cp(self._mem, holder.seq_id, seq_id, -1, -1)
-            holder.users += 1
-            holder.used_at = time.monotonic()
-            seq.pos = len(holder.tokens)
-        elif instructions:
-            # No holder slots: read this request's instructions on their own
-            # first (as the serial engine does), then its tail in chunks.
-            self._decode_alone(seq_id, tokens[:instructions], 0)
+                   admitted_ns=time.monotonic_ns(), started=time.perf_counter())
+        if instructions:
+            prefix = tokens[:instructions]
+            if not self.snapshots.restore_seq(self._ctx, seq_id, prefix):
+                llama_cpp.llama_memory_seq_rm(self._mem, seq_id, -1, -1)
+                # Read on their own first (as the serial engine does), then
+                # the tail in chunks with the others.
+                try:
+                    self._decode_alone(seq_id, prefix, 0)
+                except BaseException:
+                    llama_cpp.llama_memory_seq_rm(self._mem, seq_id, -1, -1)
+                    self._free_seqs.append(seq_id)
+                    self._free_seqs.sort()
+                    raise
+                self.snapshots.save_seq(self._ctx, seq_id, prefix)
             seq.pos = instructions
         self._active.append(seq)
         return True
-
-    def _new_holder(self, key: tuple[int, ...]) -> _Holder:
-        if not self._free_holder_ids:
-            idle = [h for h in self._holders.values() if h.users == 0]
-            if idle:
-                self._drop_holder(min(idle, key=lambda h: h.used_at))
-        if not self._free_holder_ids:
-            raise EngineError("every instruction-prefix slot is in use")
-        holder = _Holder(self._free_holder_ids.pop(0), key, used_at=time.monotonic())
-        self._decode_alone(holder.seq_id, list(key), 0)
-        self._holders[key] = holder
-        return holder
-
-    def _drop_holder(self, holder: _Holder) -> None:
-        import llama_cpp
-
-        llama_cpp.llama_memory_seq_rm(self._mem, holder.seq_id, -1, -1)
-        del self._holders[holder.tokens]
-        self._free_holder_ids.append(holder.seq_id)
 
     def _decode_alone(self, seq_id: int, tokens: list[int], start: int) -> None:
         """Evaluate ``tokens`` of one sequence in batches of their own (an
@@ -409,8 +398,6 @@ class BatchScheduler:
         llama_cpp.llama_memory_seq_rm(self._mem, seq.seq_id, -1, -1)
         self._free_seqs.append(seq.seq_id)
         self._free_seqs.sort()
-        if seq.holder is not None:
-            seq.holder.users -= 1
         if completed:
             self.engine.record_request_seconds(time.perf_counter() - seq.started)
         if isinstance(error, EnginePreempted):

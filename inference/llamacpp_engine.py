@@ -67,14 +67,16 @@ _DONE = object()
 
 #: Requests decoded together by default (``ENGINE_MAX_BATCH``, read by
 #: :class:`inference.factory.EngineConfig`; 1 = the serial engine). The
-#: batched engine (:mod:`inference.llamacpp_batch`) is opt-in until its
-#: tests and measurements have run on the shared machine
-#: (docs/benchmarks/batching.md); 8 is the size it was built and tested for.
+#: batched engine (:mod:`inference.llamacpp_batch`) stays opt-in: on the
+#: default model (``python -m bench batching``, 2026-11-25,
+#: docs/benchmarks/batching.md) it is faster under load (16: 2.4x the output
+#: tokens/s at 16 clients, TTFT P95 at 8 clients 3.3 s against 20.1 s, one
+#: client within 4 %) but its greedy outputs equal the serial engine's on
+#: only 84-86 % of sentences (target 98 %), and a failed decode does not
+#: make it report itself dead.
 DEFAULT_MAX_BATCH = 1
 #: Prompt tokens read per decode step while others generate.
 DEFAULT_PREFILL_CHUNK = 32
-#: Instruction prefixes the batched engine holds in sequences of their own.
-DEFAULT_PREFIX_SLOTS = 2
 
 
 @dataclass
@@ -127,18 +129,17 @@ class LlamaCppEngine(Engine):
         prefix_snapshots: KV-cache snapshots of instruction prefixes kept
             (:mod:`inference.llamacpp_prefix`), so a translation after a
             glossary job, or after a sentence of another example cluster,
-            does not read its instructions again; 0 = none (serial engine;
-            0 also turns the batched engine's holders off). Default
-            :data:`inference.llamacpp_prefix.DEFAULT_PREFIX_SNAPSHOTS`
+            does not read its instructions again; the batched engine writes
+            them into each new request's sequence the same way. 0 = none.
+            Default :data:`inference.llamacpp_prefix.DEFAULT_PREFIX_SNAPSHOTS`
             (memory: see there).
         max_batch: requests decoded together (continuous batching,
             :mod:`inference.llamacpp_batch`); 1 = one at a time (the serial
             engine below); default :data:`DEFAULT_MAX_BATCH`.
         prefill_chunk: batched: most prompt tokens read per decode step.
-        prefix_slots: batched: instruction prefixes held in sequences of
-            their own (at most ``prefix_snapshots``). The KV cache holds
-            ``n_ctx`` cells for each of ``max_batch + prefix_slots``
-            sequences (Qwen2.5-1.5B: 28 KiB per cell).
+            The batched KV cache holds ``n_ctx`` cells for each of
+            ``max_batch`` sequences (Qwen2.5-1.5B: 28 KiB per cell, so
+            0.9 GiB for 8 x 4096), besides the prefix snapshots.
 
     Not thread safe by itself: all model access happens on the engine's one
     worker thread. Abort, and preemption of a background request by an
@@ -158,7 +159,6 @@ class LlamaCppEngine(Engine):
         prefix_snapshots: int = DEFAULT_PREFIX_SNAPSHOTS,
         max_batch: int | None = None,
         prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
-        prefix_slots: int = DEFAULT_PREFIX_SLOTS,
     ) -> None:
         self.max_queue = max_queue
         self.max_batch = max(1, max_batch or DEFAULT_MAX_BATCH)
@@ -174,12 +174,12 @@ class LlamaCppEngine(Engine):
             settings={"n_ctx": n_ctx, "n_threads": self.n_threads, "batching": self.max_batch > 1,
                       "max_batch": self.max_batch, "prefix_snapshots": prefix_snapshots},
         )
+        self.prefix_snapshots = PrefixSnapshots(prefix_snapshots)
         self._batcher: BatchScheduler | None = None
         if self.max_batch > 1:
-            slots = min(prefix_snapshots, prefix_slots)
             self._batcher = BatchScheduler(self, max_batch=self.max_batch, seq_tokens=n_ctx,
-                                           prefill_chunk=prefill_chunk, prefix_slots=slots)
-            self.info.settings.update(prefill_chunk=prefill_chunk, prefix_slots=slots)
+                                           prefill_chunk=prefill_chunk)
+            self.info.settings.update(prefill_chunk=prefill_chunk)
         #: Instruction prefixes read (serial: evaluated, not restored).
         self._prefix_evaluations = 0
         self._executor = concurrent.futures.ThreadPoolExecutor(
@@ -196,7 +196,6 @@ class LlamaCppEngine(Engine):
             False: collections.deque(), True: collections.deque()}
         self._running: _Job | None = None
         self._instruction_tokens: dict[str, list[int]] = {}
-        self.prefix_snapshots = PrefixSnapshots(prefix_snapshots)
         #: Set when llama.cpp failed inside a decode (serial engine); the
         #: engine then reports itself dead (:meth:`health`).
         self._dead_reason: str | None = None

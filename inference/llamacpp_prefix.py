@@ -58,16 +58,33 @@ class PrefixSnapshots:
     def __len__(self) -> int:
         return len(self._store)
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the snapshots (host memory)."""
+        return sum(len(buffer) for buffer in self._store.values())
+
+    def __contains__(self, prefix: Sequence[int]) -> bool:
+        return tuple(prefix) in self._store
+
     def save(self, llm, prefix: Sequence[int]) -> None:
         """Copy sequence 0 of ``llm``'s cache, which must hold exactly
         ``prefix`` (call right after evaluating it)."""
-        if not self.capacity or llm.n_tokens != len(prefix):
+        if llm.n_tokens != len(prefix):
+            return
+        self.save_seq(llm.ctx, 0, prefix)
+
+    def save_seq(self, ctx, seq_id: int, prefix: Sequence[int]) -> None:
+        """Copy sequence ``seq_id`` of the llama.cpp context ``ctx`` (a
+        ``llama_context_p``), which must hold exactly ``prefix`` (call right
+        after evaluating it): ``llama_state_seq_get_data``, the K and V rows
+        of that sequence's cells only, in whichever KV stream holds it."""
+        if not self.capacity:
             return
         import llama_cpp
 
-        size = llama_cpp.llama_state_seq_get_size(llm.ctx, 0)
+        size = llama_cpp.llama_state_seq_get_size(ctx, seq_id)
         buffer = (ctypes.c_uint8 * size)()
-        written = llama_cpp.llama_state_seq_get_data(llm.ctx, buffer, size, 0)
+        written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, seq_id)
         if not written:
             logger.warning("llama.cpp prefix snapshot failed (%d tokens)", len(prefix))
             return
@@ -85,19 +102,36 @@ class PrefixSnapshots:
             len(prefix)``); ``False`` when there is no snapshot or llama.cpp
             refused it (the cache is then empty, ``n_tokens`` 0).
         """
+        if tuple(prefix) not in self._store:
+            return False
+        llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+        llm.n_tokens = 0
+        if not self.restore_seq(llm.ctx, 0, prefix):
+            llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+            return False
+        llm.input_ids[: len(prefix)] = prefix
+        llm.n_tokens = len(prefix)
+        return True
+
+    def restore_seq(self, ctx, seq_id: int, prefix: Sequence[int]) -> bool:
+        """Write the snapshot of ``prefix`` into sequence ``seq_id`` of
+        ``ctx``, which must be empty (``llama_state_seq_set_data``: the
+        cells land at positions ``0..len(prefix)-1`` of that sequence's
+        stream, exactly as evaluated).
+
+        Returns:
+            ``True`` when the sequence now holds ``prefix``; ``False`` when
+            there is no snapshot or llama.cpp refused it (the caller empties
+            the sequence).
+        """
         buffer = self._store.get(tuple(prefix))
         if buffer is None:
             return False
         import llama_cpp
 
-        llm._ctx.kv_cache_seq_rm(-1, 0, -1)
-        llm.n_tokens = 0
-        if not llama_cpp.llama_state_seq_set_data(llm.ctx, buffer, len(buffer), 0):
+        if not llama_cpp.llama_state_seq_set_data(ctx, buffer, len(buffer), seq_id):
             logger.warning("llama.cpp refused a prefix snapshot (%d tokens)", len(prefix))
-            llm._ctx.kv_cache_seq_rm(-1, 0, -1)
             return False
-        llm.input_ids[: len(prefix)] = prefix
-        llm.n_tokens = len(prefix)
         self._store.move_to_end(tuple(prefix))
         self.restored += 1
         return True

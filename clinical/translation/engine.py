@@ -130,11 +130,11 @@ async def _prefill_shared_prompt(engine: Engine) -> None:
 
 def _cluster_warmup_wanted(engine: Engine) -> bool:
     """Warm the cluster prefixes: examples by cluster are on, and the
-    engine is llama.cpp's serial one keeping prefix snapshots (the batched
-    one holds only ``prefix_slots`` prefixes; vLLM caches prefixes itself)."""
+    engine is llama.cpp's keeping prefix snapshots (serial or batched: both
+    keep ``INFERENCE_PREFIX_SNAPSHOTS`` of them; vLLM caches prefixes itself)."""
     info = engine.info
     return bool(settings.PROMPT_EXAMPLES and settings.PROMPT_CLUSTERS > 0 and settings.PROMPT_CLUSTER_WARMUP
-                and info.engine == "llamacpp" and not info.settings.get("batching")
+                and info.engine == "llamacpp"
                 and info.settings.get("prefix_snapshots", 0) > SNAPSHOTS_KEPT_FREE)
 
 

@@ -208,3 +208,93 @@ async def test_a_background_request_gives_way_to_a_translation(engine):
     text = await alone(engine, sentences[171], "fg", max_tokens=8, ignore_eos=True)
     assert await task == "preempted" and text
     assert len(got) < 200
+
+
+# -- the product's cluster prompt (inference.examples.cluster_messages) --------
+
+def cluster_requests(per_cluster: tuple[int, ...]) -> list[list[dict[str, str]]]:
+    """The product's messages (24 clusters x 8 examples, as
+    ``clinical.models.translation_parts`` renders them) for laymaker
+    sentences: ``per_cluster[i]`` sentences of the i-th most populated
+    cluster (among sentences that are not one of their cluster's fixed
+    examples, which would change its prefix), so the requests share some
+    instruction prefixes and differ in others."""
+    from inference.examples import cluster_messages, default_router
+
+    router = default_router(24, 8)
+    groups: dict[int, list[str]] = {}
+    for text in laymaker_sentences():
+        cluster, fixed = router.route(text)
+        if len(fixed) == len(router.fixed[cluster]):  # not one of its cluster's examples: the shared prefix
+            groups.setdefault(cluster, []).append(text)
+    ranked = sorted(groups.values(), key=len, reverse=True)
+    return [cluster_messages(text, router=router) for n, group in zip(per_cluster, ranked) for text in group[:n]]
+
+
+def prompt_split(engine, messages) -> tuple[tuple[int, ...], int]:
+    """``(instruction prefix tokens, prompt length)`` as the engine splits them."""
+    tokens = engine._llm.tokenize(engine._formatter(messages=messages).prompt.encode(), add_bos=True, special=True)
+    shared = engine._instructions_length(messages, tokens)
+    return tuple(tokens[:shared]), len(tokens)
+
+
+async def run_messages(engine, request_id, messages, **params) -> str:
+    pieces = []
+    async for delta in engine.generate(request_id, messages, GenerationParams(**params)):
+        pieces.append(delta.text)
+    return "".join(pieces)
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_cluster_prompts_in_one_batch_equal_the_serial_engine_and_read_each_prefix_once(engine, serial):
+    """8 requests routed to 4 cluster prefixes (3 + 3 + 1 + 1) at once: the
+    same greedy text as the serial engine one at a time, each prefix read
+    once (then written into the other requests' sequences from its
+    snapshot), and besides those only the 8 sentences' tails are read."""
+    requests = cluster_requests((3, 3, 1, 1))
+    splits = [prompt_split(engine, m) for m in requests]
+    prefixes = {prefix for prefix, _ in splits}
+    assert len(requests) == 8 and len(prefixes) == 4
+    assert not any(prefix in engine.prefix_snapshots for prefix in prefixes)
+    reference = [await run_messages(serial, f"cl-serial-{i}", m, max_tokens=40) for i, m in enumerate(requests)]
+    evaluations, evaluated = engine.prefix_evaluations, engine.prompt_tokens_evaluated
+    restored = engine.prefix_snapshots.restored
+    batched = await asyncio.gather(*(run_messages(engine, f"cl-{i}", m, max_tokens=40)
+                                     for i, m in enumerate(requests)))
+    assert batched == reference
+    assert engine.prefix_evaluations - evaluations == len(prefixes)
+    assert engine.prefix_snapshots.restored - restored == len(requests) - len(prefixes)
+    assert engine.prompt_tokens_evaluated - evaluated == (
+        sum(len(p) for p in prefixes) + sum(length - len(prefix) for prefix, length in splits))
+    assert engine._batcher.max_rows >= 2 and engine.queue_depth() == 0
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def small_store():
+    """A batched engine keeping only 2 prefix snapshots."""
+    engine = LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=2048, precision="q4_1", max_batch=4,
+                            prefix_snapshots=2)
+    await engine.start()
+    yield engine
+    await engine.shutdown()
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_prefix_evicted_beyond_the_bound_is_read_again_correctly(small_store, serial):
+    """Three cluster prefixes through a store of 2: the least recently used
+    one is dropped, and a request that needs it again reads it again and
+    gets the serial engine's text."""
+    engine = small_store
+    first, second, third = cluster_requests((1, 1, 1))
+    reference = await run_messages(serial, "ev-serial", first, max_tokens=40)
+    evaluations = engine.prefix_evaluations
+    texts = [await run_messages(engine, f"ev-{i}", m, max_tokens=40) for i, m in enumerate((first, second, third))]
+    assert engine.prefix_evaluations == evaluations + 3
+    assert len(engine.prefix_snapshots) == 2 and prompt_split(engine, first)[0] not in engine.prefix_snapshots
+    again = await run_messages(engine, "ev-again", first, max_tokens=40)
+    assert engine.prefix_evaluations == evaluations + 4
+    assert again == texts[0] == reference
+    # The third is still kept: written back, not read.
+    restored = engine.prefix_snapshots.restored
+    assert await run_messages(engine, "ev-third", third, max_tokens=40) == texts[2]
+    assert engine.prefix_evaluations == evaluations + 4 and engine.prefix_snapshots.restored == restored + 1
