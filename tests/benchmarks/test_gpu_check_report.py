@@ -45,7 +45,8 @@ def engine_facts(role: str, device: str, precision: str, quantization, dtype: st
                       "no GPU: the CPU KV cache is VLLM_CPU_KVCACHE_SPACE=1 GiB"},
             "kv_cache": {"blocks": 1456, "block_size": 16, "tokens": 23296, "bytes_per_token": 46080,
                          "gib": 1.0, "cache_dtype": "auto"},
-            "max_model_len": 2048, "max_num_seqs": 8, "enforce_eager": device == "cpu", "prefix_caching": True,
+            "max_model_len": 2048, "max_num_seqs": 8 if role == "web" else 256,
+            "max_num_seqs_set": 8 if role == "web" else None, "enforce_eager": device == "cpu", "prefix_caching": True,
             "engine_core_pids": [123], "rss_gib": {"engine_core": 1.1, "this_process_after_load": 0.9}}
 
 
@@ -93,11 +94,12 @@ def test_on_a_cpu_the_gpu_figures_are_not_yet_measured_and_the_references_are_on
     assert "References, not measurements of this run" in text
     assert "| seed P95 | 1.8 s | 7B model, 512 tokens in, 256 tokens out |" in text
     assert "| H100 physical limit | ≈ 0.53 s | 256 output tokens of a 7B FP8 model" in text
-    assert "E2E P95 at 1 client: 0.340 s (CPU figures" in text
+    assert "E2E P95 at 1 client: 0.340 s; CPU figures" in text
     # What was resolved, one column per engine.
     assert "| web replica | re-run worker |" in text
     assert "| quantization resolved by vLLM | none | none |" in text and "| dtype | float32 | float32 |" in text
     assert "| KV cache (tokens) | 23,296 | 23,296 |" in text
+    assert "| max_model_len / max_num_seqs | 2048 / 8 | 2048 / 256 (vLLM's default) |" in text
     assert "`INFERENCE_GPU_MEMORY_UTILIZATION=0.25` (not used on a CPU)" in text
     assert "`RERUN_GPU_MEMORY_UTILIZATION=0.6`" in text
     # The sample: both levels of the web engine and the re-run engine.

