@@ -115,22 +115,34 @@ class Driver(abc.ABC):
 # -- 1. bare in-process engine ----------------------------------------------
 class BareDriver(Driver):
     """The product's engine class, built by :func:`inference.factory.create_engine`
-    as the web process builds it, called in this process."""
+    as the web process builds it, called in this process.
+
+    ``started``: drive this engine (already built, e.g. from the deployed
+    settings by ``bench gpu_check``) instead of building one; :meth:`start`
+    then only starts it and :meth:`stop` leaves it to its owner.
+    """
 
     kind = "bare"
 
     def __init__(self, engine: str, *, enable_prefix_caching: bool = True, threads: int = 0,
-                 cpu_bind: str = "") -> None:
+                 cpu_bind: str = "", started=None) -> None:
         self.engine = engine
         self.threads = threads
         self.cpu_bind = cpu_bind
         self.enable_prefix_caching = enable_prefix_caching
-        self._engine = None
+        self._engine = started
+        self._owned = started is None
         self.settings = {}
 
     async def start(self) -> None:
         from inference.factory import EngineConfig, create_engine
 
+        if not self._owned:
+            await self._engine.start()
+            info = self._engine.info
+            self.settings = {"model": info.model, "precision": info.precision, "device": info.device,
+                             **info.settings}
+            return
         paths = model_paths()
         model = paths["gguf"] if self.engine == "llamacpp" else paths["hf"]
         if self.engine == "vllm" and self.cpu_bind:
@@ -165,7 +177,7 @@ class BareDriver(Driver):
         return result
 
     async def stop(self) -> None:
-        if self._engine is not None:
+        if self._engine is not None and self._owned:
             await self._engine.shutdown()
             self._engine = None
 

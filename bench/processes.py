@@ -1,8 +1,11 @@
 """Server processes on free loopback ports: the product's Daphne and the
-engines' own OpenAI-compatible servers.
+engines' own OpenAI-compatible servers; and what the benchmarks and live
+tests read from running processes (vLLM's engine-core children, resident
+memory, ``/readyz``).
 
-Shared by the test suite (``tests/conftest.py``) and the benchmarks. Every
-server logs to a file and is stopped with SIGTERM (SIGKILL after 20 s).
+Shared by the test suite (``tests/conftest.py``, ``tests/live/``) and the
+benchmarks. Every server logs to a file and is stopped with SIGTERM
+(SIGKILL after 20 s).
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+GIB = 1024 ** 3
 
 
 def free_port() -> int:
@@ -112,3 +118,70 @@ class DaphneServer(ServerProcess):
             if response.status_code != 302:
                 raise RuntimeError(f"login failed with HTTP {response.status_code}: {response.text[:500]}")
             return client.cookies["sessionid"]
+
+
+def engine_core_pids(pid: int) -> list[int]:
+    """Pids of vLLM engine-core processes under process ``pid``, in start
+    order (vLLM names them ``VLLM::EngineCore`` with setproctitle); ``[]``
+    when there are none (llama.cpp runs in-process)."""
+    import psutil
+
+    found = []
+    for child in sorted(psutil.Process(pid).children(recursive=True), key=_create_time):
+        try:
+            if "EngineCore" in child.name() or "EngineCore" in " ".join(child.cmdline()):
+                found.append(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def _create_time(process) -> float:
+    try:
+        return process.create_time()
+    except Exception:  # noqa: BLE001 - gone: sorted first, then skipped
+        return 0.0
+
+
+def rss_gib(pid: int, *, children: bool = True) -> float:
+    """Resident memory (RSS) of ``pid``, with its children unless
+    ``children`` is false, in GiB (0.0 for a process that is gone)."""
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+        total = process.memory_info().rss
+        kids = process.children(recursive=True) if children else []
+    except psutil.NoSuchProcess:
+        return 0.0
+    for child in kids:
+        try:
+            total += child.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total / GIB
+
+
+def readyz_wait(base_url: str, status: int, timeout_s: float, *, interval_s: float = 0.2) -> tuple[float, dict]:
+    """Poll ``GET {base_url}/readyz`` until it answers ``status``.
+
+    Returns:
+        (seconds from the call until that answer, its JSON body).
+
+    Raises:
+        TimeoutError: no such answer within ``timeout_s`` seconds (the last
+            status seen is in the message).
+    """
+    started = time.monotonic()
+    last: object = None
+    with httpx.Client(timeout=60) as client:
+        while time.monotonic() - started < timeout_s:
+            try:
+                response = client.get(base_url + "/readyz")
+                last = response.status_code
+                if response.status_code == status:
+                    return time.monotonic() - started, response.json()
+            except httpx.TransportError as exc:
+                last = type(exc).__name__
+            time.sleep(interval_s)
+    raise TimeoutError(f"/readyz did not answer {status} within {timeout_s} s (last: {last})")

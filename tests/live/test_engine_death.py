@@ -16,11 +16,11 @@ import signal
 import time
 
 import httpx
-import psutil
 import pytest
 import redis
 from django.conf import settings
 
+from bench.processes import engine_core_pids, rss_gib
 from clinical.models import AuditEvent, Rerun, Translation
 from inference.models import smollm2_gguf_path, smollm2_hf_path
 from tests.conftest import in_thread
@@ -42,31 +42,6 @@ VLLM_ENV = {
     "SAFETY_RERUN": "0",
     "FAITHFULNESS_RERUN": "0",
 }
-
-
-def engine_core_pids(pid: int) -> list[int]:
-    """Pids of vLLM engine-core processes under process ``pid`` (vLLM names
-    them ``VLLM::EngineCore`` with setproctitle)."""
-    found = []
-    for child in psutil.Process(pid).children(recursive=True):
-        try:
-            if "EngineCore" in child.name() or "EngineCore" in " ".join(child.cmdline()):
-                found.append(child.pid)
-        except psutil.NoSuchProcess:
-            continue
-    return found
-
-
-def rss_gib(pid: int) -> float:
-    """Resident memory of ``pid`` and its children (GiB)."""
-    process = psutil.Process(pid)
-    total = process.memory_info().rss
-    for child in process.children(recursive=True):
-        try:
-            total += child.memory_info().rss
-        except psutil.NoSuchProcess:
-            pass
-    return total / 2 ** 30
 
 
 async def readyz(server) -> httpx.Response:
