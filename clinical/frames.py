@@ -196,9 +196,15 @@ def verification_frame(translation: Translation) -> dict | None:
     Frames: ``{"type": "verifying", "id", "state": "queued"|"running",
     "reason"?}`` (``reason``, on ``queued``: the translation's
     ``rerun_reason``), ``{"type": "verified", "id", "text", "confidence",
-    "precision", "engine", "model", "queue_wait_ms", "rerun_ms",
-    "tokens_out", "reason", "candidate", "candidates", "change",
-    "readability", "safety", "faithfulness"}`` (the re-run output's own
+    "precision", "engine_precision", "engine", "model", "queue_wait_ms",
+    "rerun_ms", "tokens_out", "reason", "candidate", "candidates", "change",
+    "readability", "safety", "faithfulness"}`` (``precision``: the re-run's
+    kind, always ``"fp32"`` (:data:`clinical.models.RERUN_PRECISION`), kept
+    for older clients; ``engine_precision``: the precision the re-run
+    engine reported after load, e.g. ``"fp32"``, ``"bf16"`` or
+    ``"fp8 (compressed-tensors)"``, which the ``message`` names too
+    (:attr:`clinical.models.Rerun.precision_label`: ``precision`` for a
+    re-run recorded before engines reported one); the re-run output's own
     readability and checks, see
     :func:`clinical.quality.measure.rerun_quality_payload`; ``candidate``:
     which of the re-run's candidates replaced the text, ``candidates``: each
@@ -225,13 +231,14 @@ def verification_frame(translation: Translation) -> dict | None:
         confidence = "not measured" if rerun.confidence is None else f"{rerun.confidence:.2f}"
         return {"type": "verified", "id": request_id, "text": rerun.output_text,
                 "confidence": rerun.confidence, "precision": rerun.precision,
+                "engine_precision": rerun.precision_label,
                 "engine": rerun.engine, "model": rerun.model_name,
                 "queue_wait_ms": rerun.queue_wait_ms, "rerun_ms": rerun.duration_ms,
                 "tokens_out": rerun.tokens_out, "reason": translation.rerun_reason,
                 "candidate": rerun.candidate, "candidates": list(rerun.candidates or []),
                 "change": rerun.change_note,
                 **quality.rerun_quality_payload(rerun),
-                "message": f"Verified in full precision ({rerun.precision}), confidence "
+                "message": f"Verified in full precision ({rerun.precision_label}), confidence "
                            f"{confidence}, re-run {rerun.duration_ms or 0:,.0f} ms."
                            + (f" {rerun.change_note}" if rerun.change_note else "")
                            + ("" if rerun.safety_passed is not False else

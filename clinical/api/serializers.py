@@ -101,7 +101,11 @@ class TranslationSerializer(serializers.Serializer):
     verified_confidence = serializers.FloatField(allow_null=True)
     engine = serializers.CharField()
     model = serializers.CharField()
-    precision = serializers.CharField(help_text="Precision of the text in `text`.")
+    precision = serializers.CharField(
+        help_text="Precision of the text in `text`, as its engine reported it after load: the fast "
+                  "engine's (e.g. `q4_k_m`, `fp8`), or once verified the re-run engine's (e.g. `fp32`, "
+                  "`bf16`, `fp8 (compressed-tensors)`; `fp32` for re-runs recorded before engines "
+                  "reported one).")
     prompt_version = serializers.CharField()
     reading_level = serializers.IntegerField()
     language = serializers.CharField()
