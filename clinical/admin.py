@@ -114,7 +114,7 @@ class RerunInline(admin.TabularInline):
     model = Rerun
     extra = 0
     can_delete = False
-    fields = ("precision", "status", "attempts", "dispatched_at", "queue_wait_ms", "duration_ms",
+    fields = ("precision", "engine_precision", "status", "attempts", "dispatched_at", "queue_wait_ms", "duration_ms",
               "confidence", "tokens_out")
     readonly_fields = fields
 

@@ -94,7 +94,7 @@ def audit_verification(*, rerun: Rerun) -> AuditEvent:
         request_id=translation.request_id,
         input_sha256=text_fingerprint(translation.input_text)[0],
         input_chars=len(translation.input_text), engine=rerun.engine,
-        model_name=rerun.model_name, precision=rerun.precision,
+        model_name=rerun.model_name, precision=rerun.precision_label,
         prompt_version=translation.prompt_version,
         rerun_queue_wait_ms=rerun.queue_wait_ms, rerun_ms=rerun.duration_ms,
         tokens_out=rerun.tokens_out, confidence=rerun.confidence, error_class=rerun.error_class,

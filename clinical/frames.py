@@ -28,8 +28,9 @@ Server → client frames:
     (:func:`error_frame`) with ``code`` one of ``bad_frame``, ``empty``,
     ``too_long``, ``invalid``, ``invalid_option``, ``in_progress``,
     ``engine_error``, ``engine_restarting`` (the engine died while this
-    translation was being written, or before it started, and is being
-    rebuilt: :func:`translation_failed_frame`), ``not_found``, ``frame_too_large``, ``busy`` (the
+    translation was being written, or had died before it was admitted,
+    and is being rebuilt: :func:`translation_failed_frame`,
+    :func:`clinical.translation.services.translation_accept`), ``not_found``, ``frame_too_large``, ``busy`` (the
     engine's queue is full), ``rate_limited`` (``TRANSLATE_RATE_PER_USER`` or
     ``SOCKET_FRAME_RATE`` exceeded), ``too_many_translations`` (the user
     already runs ``USER_MAX_CONCURRENT_TRANSLATIONS``), ``too_many_sockets``
@@ -39,14 +40,16 @@ Server → client frames:
     unreachable; nothing was stored), ``draining`` and ``server_restart``
     (this replica is shutting down); ``busy``, ``rate_limited``,
     ``too_many_translations``, ``unavailable``, ``draining``,
-    ``server_restart`` and ``engine_error`` carry ``retry_after_s`` when a
-    retry can help.
+    ``server_restart``, ``engine_error`` and ``engine_restarting`` carry
+    ``retry_after_s`` when a retry can help.
 
 The server-sent events of the REST API (:mod:`clinical.api.streaming`)
 carry the same payloads without their ``type``.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from clinical.models import RERUN_PRECISION, Rerun, Translation
 from clinical.quality import measure as quality
@@ -108,17 +111,44 @@ ENGINE_DEAD_CLASS = "EngineDead"
 ENGINE_RESTART_RETRY_AFTER_S = 30
 
 
+@dataclass(frozen=True)
+class TranslationFailure:
+    """Why a translation's row ended ``error``, in the words every transport
+    uses (the socket's ``error`` frame, the REST API, its server-sent
+    events and FHIR, :mod:`clinical.api.errors`).
+
+    Attributes:
+        code: ``engine_restarting`` (the engine died under it and the
+            replica rebuilds it) or ``engine_error`` (any other failure).
+        message: for the clinician or the calling system; no patient text.
+        retry_after_s: seconds to wait before retrying (``None``: no advice).
+    """
+
+    code: str
+    message: str
+    retry_after_s: int | None = None
+
+
+def translation_failure(translation: Translation) -> TranslationFailure:
+    """The :class:`TranslationFailure` of a translation whose row ended
+    ``error``: ``engine_restarting`` with ``ENGINE_RESTART_RETRY_AFTER_S``
+    when its ``error_class`` is ``EngineDead``, else ``engine_error``."""
+    if translation.error_class == ENGINE_DEAD_CLASS:
+        return TranslationFailure(
+            "engine_restarting", "The translation engine stopped while writing this explanation and is "
+            "restarting. The partial text was recorded as failed; please do not use it. Try again "
+            "shortly.", retry_after_s=ENGINE_RESTART_RETRY_AFTER_S)
+    return TranslationFailure("engine_error", "The translation failed and was recorded. Please try again.")
+
+
 def translation_failed_frame(translation: Translation) -> dict:
     """``error`` for a translation whose row ended ``error``: code
     ``engine_restarting`` with ``retry_after_s`` when the engine died under
     it (``error_class`` ``EngineDead``; the replica rebuilds it), else
-    ``engine_error``. Either way the row and its audit record exist."""
-    if translation.error_class == ENGINE_DEAD_CLASS:
-        return error_frame(
-            "engine_restarting", "The translation engine stopped while writing this explanation and is "
-            "restarting. The partial text was recorded as failed; please do not use it. Try again "
-            "shortly.", retry_after_s=ENGINE_RESTART_RETRY_AFTER_S)
-    return error_frame("engine_error", "The translation failed and was recorded. Please try again.")
+    ``engine_error`` (:func:`translation_failure`). Either way the row and
+    its audit record exist."""
+    failure = translation_failure(translation)
+    return error_frame(failure.code, failure.message, retry_after_s=failure.retry_after_s)
 
 
 def glossary_frame(translation: Translation) -> dict:
@@ -202,9 +232,15 @@ def verification_frame(translation: Translation) -> dict | None:
     Frames: ``{"type": "verifying", "id", "state": "queued"|"running",
     "reason"?}`` (``reason``, on ``queued``: the translation's
     ``rerun_reason``), ``{"type": "verified", "id", "text", "confidence",
-    "precision", "engine", "model", "queue_wait_ms", "rerun_ms",
-    "tokens_out", "reason", "candidate", "candidates", "change",
-    "readability", "safety", "faithfulness"}`` (the re-run output's own
+    "precision", "engine_precision", "engine", "model", "queue_wait_ms",
+    "rerun_ms", "tokens_out", "reason", "candidate", "candidates", "change",
+    "readability", "safety", "faithfulness"}`` (``precision``: the re-run's
+    kind, always ``"fp32"`` (:data:`clinical.models.RERUN_PRECISION`), kept
+    for older clients; ``engine_precision``: the precision the re-run
+    engine reported after load, e.g. ``"fp32"``, ``"bf16"`` or
+    ``"fp8 (compressed-tensors)"``, which the ``message`` names too
+    (:attr:`clinical.models.Rerun.precision_label`: ``precision`` for a
+    re-run recorded before engines reported one); the re-run output's own
     readability and checks, see
     :func:`clinical.quality.measure.rerun_quality_payload`; ``candidate``:
     which of the re-run's candidates replaced the text, ``candidates``: each
@@ -231,13 +267,14 @@ def verification_frame(translation: Translation) -> dict | None:
         confidence = "not measured" if rerun.confidence is None else f"{rerun.confidence:.2f}"
         return {"type": "verified", "id": request_id, "text": rerun.output_text,
                 "confidence": rerun.confidence, "precision": rerun.precision,
+                "engine_precision": rerun.precision_label,
                 "engine": rerun.engine, "model": rerun.model_name,
                 "queue_wait_ms": rerun.queue_wait_ms, "rerun_ms": rerun.duration_ms,
                 "tokens_out": rerun.tokens_out, "reason": translation.rerun_reason,
                 "candidate": rerun.candidate, "candidates": list(rerun.candidates or []),
                 "change": rerun.change_note,
                 **quality.rerun_quality_payload(rerun),
-                "message": f"Verified in full precision ({rerun.precision}), confidence "
+                "message": f"Verified in full precision ({rerun.precision_label}), confidence "
                            f"{confidence}, re-run {rerun.duration_ms or 0:,.0f} ms."
                            + (f" {rerun.change_note}" if rerun.change_note else "")
                            + ("" if rerun.safety_passed is not False else

@@ -434,6 +434,15 @@ class Rerun(models.Model):
             models.Index(fields=["enqueued_at"], name="rerun_queued", condition=models.Q(status="queued")),
         ]
 
+    @property
+    def precision_label(self) -> str:
+        """The precision to show for this re-run: the label its engine
+        reported after load (``engine_precision``, e.g. ``"fp32"``,
+        ``"bf16"``, ``"fp8 (compressed-tensors)"``), else, for a re-run
+        recorded before engines reported one or one that never ran, the
+        lookup key ``precision`` (:data:`RERUN_PRECISION`)."""
+        return self.engine_precision or self.precision
+
     def __str__(self) -> str:
         return f"Rerun {self.precision} of {self.translation.request_id} ({self.status})"
 

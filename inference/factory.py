@@ -179,9 +179,13 @@ def create_engine(config: EngineConfig) -> Engine:
     if name == "fake":
         from inference.fake_engine import FakeEngine
 
-        # Tests of the web stack slow the fake engine down to exercise cancel.
+        # Tests of the web stack slow the fake engine down to exercise cancel
+        # (FAKE_ENGINE_TOKEN_DELAY_S, seconds per token), fix its answer
+        # (FAKE_ENGINE_ANSWER), or make it hang on requests whose text contains
+        # FAKE_ENGINE_HANG_ON (the re-run worker's time limit, tests/live/test_rerun_hang.py).
         engine = FakeEngine(token_delay_s=float(os.environ.get("FAKE_ENGINE_TOKEN_DELAY_S", "0")),
-                            answer=os.environ.get("FAKE_ENGINE_ANSWER") or None)
+                            answer=os.environ.get("FAKE_ENGINE_ANSWER") or None,
+                            hang_on=os.environ.get("FAKE_ENGINE_HANG_ON") or None)
         engine.max_queue = config.max_queue
         return engine
     if name == "llamacpp":

@@ -1,7 +1,8 @@
 """A deterministic engine for fast unit tests of the web protocol.
 
 It streams a fixed answer word by word with fixed logprobs and an optional
-delay per token, can be told to fail after N tokens, and honours abort. It is
+delay per token, can be told to fail after N tokens, to die (:meth:`FakeEngine.kill`)
+or to hang on a given input, and honours abort. It is
 never used outside tests and benchmarks of the web stack.
 
 By default it runs every request at once (like a batching engine). With
@@ -41,6 +42,10 @@ class FakeEngine(Engine):
             check use one that drops a fact).
         serial: one request at a time with llama.cpp's priorities (see the
             module docstring) instead of all at once.
+        hang_on: a request whose last message contains this text hangs: it
+            yields nothing until it is aborted or cancelled, as an engine
+            stuck in a kernel would (tests of the re-run's time limit;
+            ``FAKE_ENGINE_HANG_ON`` in :func:`inference.factory.create_engine`).
 
     Attributes:
         aborted: request ids passed to :meth:`abort`.
@@ -52,8 +57,9 @@ class FakeEngine(Engine):
 
     def __init__(self, *, token_delay_s: float = 0.0, logprob: float = -0.05,
                  fail_after: int | None = None, answer: str | None = None,
-                 serial: bool = False) -> None:
+                 serial: bool = False, hang_on: str | None = None) -> None:
         self.answer = answer
+        self.hang_on = hang_on
         self.token_delay_s = token_delay_s
         self.logprob = logprob
         self.fail_after = fail_after
@@ -148,6 +154,10 @@ class FakeEngine(Engine):
             waiting = self._waiting[False] or self._waiting[True]
 
     async def _stream(self, request_id, words, messages, params, admitted_ns):
+        if self.hang_on and self.hang_on in messages[-1]["content"]:
+            while request_id not in self.aborted:  # hung: nothing until aborted or cancelled
+                await asyncio.sleep(0.05)
+            return
         for index, word in enumerate(words):
             if request_id in self.aborted:
                 return

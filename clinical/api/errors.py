@@ -6,9 +6,29 @@ or admission) answers 503 with ``Retry-After``: the request was not recorded
 and can be sent again. A body nested too deeply for the parser (Python's
 recursion limit, about 1,000 levels) is a 400; one larger than
 ``DATA_UPLOAD_MAX_MEMORY_SIZE`` a 413.
+
+A translation that was admitted and then failed (its row and audit record
+say ``error``) is answered by :func:`translation_failure_answer`, the one
+mapping the JSON API, its server-sent events and FHIR share:
+
+=====================  ======  =================  ==================
+code                   HTTP    ``Retry-After``    FHIR issue code
+=====================  ======  =================  ==================
+``engine_restarting``  503     30 s               ``transient``
+``engine_error``       502     none               ``exception``
+=====================  ======  =================  ==================
+
+``engine_restarting``: the engine died under the translation (vLLM's
+engine core exited, llama.cpp failed in a decode) and the replica is
+rebuilding it; the socket's ``error`` frame says the same
+(:func:`clinical.frames.translation_failure`). A request refused at
+admission because the engine is dead is a 503 with the same code
+(:func:`clinical.translation.services.engine_restarting_refusal`).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -17,6 +37,8 @@ from limits.errors import StorageError
 from redis.exceptions import RedisError
 from rest_framework import exceptions, views
 
+from clinical import frames
+from clinical.models import Translation
 from clinical.translation.services import unavailable_refusal
 
 
@@ -55,3 +77,49 @@ def as_api_exception(exc: Exception) -> Exception:
 def exception_handler(exc: Exception, context: dict):
     """DRF ``EXCEPTION_HANDLER``: DRF's own, after :func:`as_api_exception`."""
     return views.exception_handler(as_api_exception(exc), context)
+
+
+#: HTTP status and FHIR ``IssueType`` of each failure code.
+_FAILURE_HTTP = {"engine_restarting": (503, "transient"), "engine_error": (502, "exception")}
+
+
+@dataclass(frozen=True)
+class FailureAnswer:
+    """How the API answers a failed translation.
+
+    Attributes:
+        status: HTTP status of a synchronous answer (503 or 502).
+        code: ``engine_restarting`` or ``engine_error``.
+        detail: the message (no patient text).
+        retry_after_s: seconds for ``Retry-After`` (``None``: no header).
+        fhir_issue: the FHIR ``OperationOutcome.issue.code``.
+    """
+
+    status: int
+    code: str
+    detail: str
+    retry_after_s: int | None
+    fhir_issue: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """``Retry-After`` when a retry can help, else nothing."""
+        return {"Retry-After": str(self.retry_after_s)} if self.retry_after_s is not None else {}
+
+    def body(self, view: dict) -> dict:
+        """The JSON (and server-sent ``error`` event) body: ``code``,
+        ``detail``, ``retry_after_s`` when set, then the translation as
+        ``GET`` returns it (``view``; its ``status`` is ``error``)."""
+        head = {"code": self.code, "detail": self.detail}
+        if self.retry_after_s is not None:
+            head["retry_after_s"] = self.retry_after_s
+        return head | view
+
+
+def translation_failure_answer(translation: Translation) -> FailureAnswer:
+    """The answer to a translation whose row ended ``error`` (see the
+    module docstring's table), from its ``error_class``."""
+    failure = frames.translation_failure(translation)
+    status, issue = _FAILURE_HTTP.get(failure.code, (502, "exception"))
+    return FailureAnswer(status=status, code=failure.code, detail=failure.message,
+                         retry_after_s=failure.retry_after_s, fhir_issue=issue)

@@ -11,7 +11,7 @@ from rest_framework import exceptions, parsers, renderers
 from rest_framework.response import Response
 
 from clinical.api import fhir
-from clinical.api.errors import as_api_exception
+from clinical.api.errors import as_api_exception, translation_failure_answer
 from clinical.api.flow import APIRefusal, api_refusal_audit, api_translation_accept
 from clinical.translation import concurrency, selectors, stream
 from clinical.translation.services import UNAVAILABLE_RETRY_AFTER_S
@@ -47,7 +47,8 @@ class PlainLanguageOperationView(APIView):
                    401: OpenApiResponse(description="OperationOutcome"),
                    403: OpenApiResponse(description="OperationOutcome"),
                    502: OpenApiResponse(description="OperationOutcome: the engine failed"),
-                   503: OpenApiResponse(description="OperationOutcome: busy, see Retry-After")},
+                   503: OpenApiResponse(description="OperationOutcome (`transient`): busy, unavailable, or "
+                                        "the engine is restarting; see Retry-After")},
     )
     async def post(self, request):
         """Explain the diagnosis in a FHIR Condition, DiagnosticReport or
@@ -71,9 +72,10 @@ class PlainLanguageOperationView(APIView):
         if final.kind == stream.UNRECORDED:
             return Response(fhir.operation_outcome("transient", stream.UNRECORDED_MESSAGE),
                             status=503, headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S)})
-        if final.kind != stream.DONE:
-            return Response(fhir.operation_outcome("exception", "The translation failed and was recorded."),
-                            status=502)
+        if final.kind != stream.DONE:  # recorded as error: 503 transient (engine restarting) or 502 exception
+            failure = translation_failure_answer(final.translation)
+            return Response(fhir.operation_outcome(failure.fhir_issue, failure.detail),
+                            status=failure.status, headers=failure.headers)
         view = await database_sync_to_async(selectors.translation_api_view)(translation=final.translation)
         return Response(fhir.plain_language_parameters(api_view=view, references=references))
 

@@ -13,11 +13,16 @@ from inference.base import Engine
 
 class APIRefusal(Exception):
     """The request was refused (and audited); answer ``status`` with
-    ``detail`` and ``headers``."""
+    ``detail``, ``code`` (the refusal's code, e.g. ``busy``,
+    ``engine_restarting``; ``""`` when there is none) and ``headers``."""
 
-    def __init__(self, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, status: int, detail: str, headers: dict[str, str] | None = None, code: str = "") -> None:
         super().__init__(detail)
-        self.status, self.detail, self.headers = status, detail, headers or {}
+        self.status, self.detail, self.headers, self.code = status, detail, headers or {}, code
+
+    def body(self) -> dict:
+        """The JSON body: ``{"detail", "code"?}``."""
+        return {"detail": self.detail} | ({"code": self.code} if self.code else {})
 
 
 async def api_translation_accept(*, client, text: object, reading_level: int | None = None,
@@ -28,7 +33,9 @@ async def api_translation_accept(*, client, text: object, reading_level: int | N
     Raises:
         APIRefusal: 400 for invalid input, 429 with ``Retry-After`` when the
             client already runs ``API_CLIENT_MAX_CONCURRENT_TRANSLATIONS``,
-            503 with ``Retry-After`` for a busy or unavailable engine.
+            503 with ``Retry-After`` for a busy, unavailable or restarting
+            engine (``code`` ``busy``, ``unavailable``, ``engine_error``,
+            ``engine_restarting``, ``draining``).
     """
     try:
         return await services.translation_accept(
@@ -36,10 +43,11 @@ async def api_translation_accept(*, client, text: object, reading_level: int | N
             reading_level=reading_level, language=language)
     except services.TranslationRefused as refused:
         if refused.retry_after_s is None:
-            raise APIRefusal(400, refused.message) from None
+            raise APIRefusal(400, refused.message, code=refused.code) from None
+        retry = {"Retry-After": str(refused.retry_after_s)}
         if refused.code == "too_many_translations":
-            raise APIRefusal(429, refused.message, {"Retry-After": str(refused.retry_after_s)}) from None
-        raise APIRefusal(503, refused.message, {"Retry-After": str(refused.retry_after_s)}) from None
+            raise APIRefusal(429, refused.message, retry, code=refused.code) from None
+        raise APIRefusal(503, refused.message, retry, code=refused.code) from None
 
 
 async def api_refusal_audit(*, client, text: object, error_class: str) -> None:

@@ -101,7 +101,11 @@ class TranslationSerializer(serializers.Serializer):
     verified_confidence = serializers.FloatField(allow_null=True)
     engine = serializers.CharField()
     model = serializers.CharField()
-    precision = serializers.CharField(help_text="Precision of the text in `text`.")
+    precision = serializers.CharField(
+        help_text="Precision of the text in `text`, as its engine reported it after load: the fast "
+                  "engine's (e.g. `q4_k_m`, `fp8`), or once verified the re-run engine's (e.g. `fp32`, "
+                  "`bf16`, `fp8 (compressed-tensors)`; `fp32` for re-runs recorded before engines "
+                  "reported one).")
     prompt_version = serializers.CharField()
     reading_level = serializers.IntegerField()
     language = serializers.CharField()
@@ -126,3 +130,6 @@ class TranslationSerializer(serializers.Serializer):
 
 class ErrorSerializer(serializers.Serializer):
     detail = serializers.CharField()
+    code = serializers.CharField(required=False, help_text="The refusal's code where it has one: `busy`, "
+                                 "`engine_restarting`, `engine_error`, `unavailable`, `draining`, "
+                                 "`too_many_translations`, `empty`, `too_long`, `invalid`, `invalid_option`.")

@@ -4,7 +4,11 @@
 Events, each ``event: <name>`` plus one ``data:`` line of JSON:
 ``started`` (``{"id", "engine", "model", "precision"}``), one ``token``
 per decoded piece (``{"text"}``), then ``done`` (the translation, as
-``GET`` returns it) or ``error`` (``{"detail"}``), then ``glossary``
+``GET`` returns it) or ``error`` (``{"code", "detail", "retry_after_s"?}``
+and the translation: ``code`` ``engine_restarting`` with ``retry_after_s``
+when the engine died under it, else ``engine_error``,
+:func:`clinical.api.errors.translation_failure_answer`; a request refused
+before it started gets ``{"detail", "code"?}``), then ``glossary``
 (``{"id", "terms"}``) once the engine has written plain definitions. A client that disconnects
 cancels the generation (the engine request is aborted and the translation
 recorded as cancelled).
@@ -21,6 +25,7 @@ from django.http import StreamingHttpResponse
 from rest_framework.renderers import BaseRenderer
 
 from clinical import frames
+from clinical.api.errors import translation_failure_answer
 from clinical.models import Translation
 from clinical.translation import concurrency, selectors, stream
 
@@ -69,7 +74,7 @@ async def _events(translation: Translation, engine, received_ns: int) -> AsyncIt
             yield sse("glossary", _payload(frames.glossary_frame(event.translation)))
         elif event.kind == stream.FAILED:
             body = await database_sync_to_async(selectors.translation_api_view)(translation=event.translation)
-            yield sse("error", {"detail": "The translation failed and was recorded.", **body})
+            yield sse("error", translation_failure_answer(event.translation).body(body))
         elif event.kind == stream.UNRECORDED:
             yield sse("error", {"detail": stream.UNRECORDED_MESSAGE})
 

@@ -20,6 +20,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
+from clinical.api.errors import translation_failure_answer
 from clinical.api.flow import APIRefusal, api_refusal_audit, api_translation_accept
 from clinical.api.serializers import ErrorSerializer, TranslationRequestSerializer, TranslationSerializer
 from clinical.api.streaming import EventStreamRenderer, translation_event_stream
@@ -39,7 +40,8 @@ class TranslationCreateView(APIView):
         parameters=[OpenApiParameter("wait", bool, description="Wait for the fast result (default true); "
                                      "false returns 202 at once with a Location to poll.")],
         description="With `Accept: text/event-stream` the answer streams as server-sent events: "
-                    "`started`, one `token` per piece, then `done` (the translation) or `error`, then "
+                    "`started`, one `token` per piece, then `done` (the translation) or `error` (`code` "
+                    "`engine_restarting` with `retry_after_s` when the engine died, else `engine_error`), then "
                     "`glossary` (`{id, terms}`) once the engine has written plain definitions of the "
                     "input's medical terms. Without streaming, the definitions follow the response: "
                     "poll GET to read them.",
@@ -48,8 +50,12 @@ class TranslationCreateView(APIView):
                    202: OpenApiResponse(TranslationSerializer, description="Accepted; poll `Location`, "
                                         "waiting `Retry-After` seconds between GETs."),
                    400: ErrorSerializer, 401: ErrorSerializer, 403: ErrorSerializer, 429: ErrorSerializer,
-                   502: OpenApiResponse(TranslationSerializer, description="The engine failed; recorded."),
-                   503: OpenApiResponse(ErrorSerializer, description="Busy or unavailable; see Retry-After.")},
+                   502: OpenApiResponse(TranslationSerializer, description="The engine failed; recorded "
+                                        "(`code` `engine_error`, `detail`)."),
+                   503: OpenApiResponse(ErrorSerializer, description="Busy, unavailable, or the engine is "
+                                        "restarting (`code` `engine_restarting`: it died, before or while "
+                                        "writing this translation, which was then recorded as failed); see "
+                                        "Retry-After.")},
     )
     async def post(self, request):
         """Translate a diagnosis into plain language."""
@@ -67,7 +73,7 @@ class TranslationCreateView(APIView):
                 client=client, text=body.validated_data["text"],
                 reading_level=body.validated_data["reading_level"], language=body.validated_data["language"])
         except APIRefusal as refusal:
-            return Response({"detail": refusal.detail}, status=refusal.status, headers=refusal.headers)
+            return Response(refusal.body(), status=refusal.status, headers=refusal.headers)
         location = reverse("api-translation-detail", args=[translation.request_id])
         if request.accepted_renderer.format == EventStreamRenderer.format:
             response = translation_event_stream(translation=translation, engine=engine,
@@ -87,8 +93,11 @@ class TranslationCreateView(APIView):
                             status=status.HTTP_503_SERVICE_UNAVAILABLE,
                             headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S)})
         data = await database_sync_to_async(selectors.translation_api_view)(translation=final.translation)
-        code = status.HTTP_201_CREATED if final.kind == stream.DONE else status.HTTP_502_BAD_GATEWAY
-        return Response(data, status=code, headers={"Location": location, **poll_headers(data)})
+        if final.kind != stream.DONE:  # recorded as error: 503 engine_restarting or 502 engine_error
+            failure = translation_failure_answer(final.translation)
+            return Response(failure.body(data), status=failure.status,
+                            headers={"Location": location, **failure.headers})
+        return Response(data, status=status.HTTP_201_CREATED, headers={"Location": location, **poll_headers(data)})
 
 
 def poll_headers(data: dict) -> dict[str, str]:

@@ -80,7 +80,8 @@ def translation_api_view(*, translation: Translation) -> dict:
         "verified_confidence": verified.confidence if verified else None,
         "engine": verified.engine if verified else translation.engine,
         "model": verified.model_name if verified else translation.model_name,
-        "precision": verified.precision if verified else translation.precision,
+        # The engine's own label for the text in "text" (Rerun.precision_label).
+        "precision": verified.precision_label if verified else translation.precision,
         "prompt_version": translation.prompt_version,
         "reading_level": translation.reading_level,
         "language": translation.language,

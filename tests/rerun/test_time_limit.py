@@ -40,3 +40,23 @@ def test_a_hung_rerun_stops_at_its_time_limit_and_the_next_one_runs(clinician, s
     engine.token_delay_s = 0  # the next job, on the same lane and engine loop
     done = execute.rerun_execute(translation_id=nxt.pk)
     assert done.status == Rerun.Status.COMPLETED and done.output_text
+
+
+def test_an_engine_that_hangs_on_one_text_holds_the_lane_only_until_the_limit(clinician, settings, monkeypatch):
+    """The knob the live test gives its worker (FAKE_ENGINE_HANG_ON): the
+    request for one text never yields; others on the same engine do."""
+    settings.RERUN_SOFT_TIME_LIMIT_S = 1
+    engine = FakeEngine(hang_on="left hip")
+    monkeypatch.setattr(execute, "rerun_engine_get", lambda: engine)
+    row = services.translation_create(user=clinician, text="Chronic pain of the left hip.")
+    hung = services.translation_finish(
+        translation_id=row.pk, status=Translation.Status.COMPLETED, output_text="Your left hip hurts.",
+        figures=services.TranslationFigures(tokens_out=4, confidence=0.01))
+    nxt = low_confidence_translation(clinician)
+
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        execute.rerun_execute(translation_id=hung.pk)
+    assert 1 <= time.monotonic() - started < 10 and engine.aborted
+    done = execute.rerun_execute(translation_id=nxt.pk)
+    assert done.status == Rerun.Status.COMPLETED and "left knee" in done.output_text

@@ -104,6 +104,36 @@ async def test_the_translation_in_flight_gets_an_error_frame_and_one_audit_recor
     await communicator.disconnect()
 
 
+async def test_a_translation_asked_for_while_the_engine_is_dead_is_refused_as_engine_restarting(
+        settings, clinician):
+    """Refused at admission, before any row: the same code as a translation
+    the engine died under (the API's 503, tests/api/test_engine_restarting.py),
+    and one audit record."""
+    settings.INFERENCE_ENGINE = "fake"
+    settings.ENGINE_REBUILD_BACKOFF_S = 30  # still dead when the request comes
+    engine = FakeEngine()
+    process_engine.engine_set(engine)
+    try:
+        communicator = await open_socket(clinician)
+        await communicator.send_json_to({"type": "translate", "text": laymaker_sentences()[0]})
+        assert (await frames_until(communicator, "done"))[-1]["status"] == "completed"  # loaded and serving
+        engine.kill("EngineCore exited with code -9")
+        await communicator.send_json_to({"type": "translate", "text": laymaker_sentences()[1]})
+        (error,) = await frames_until(communicator, "error")
+        assert error["code"] == "engine_restarting" and error["retry_after_s"] >= 30
+        assert "restarting" in error["message"] and "nothing was translated" in error["message"]
+        await communicator.disconnect()
+    finally:
+        process_engine.engine_set(None)
+
+    def recorded():
+        return (Translation.objects.count(),
+                [(e.outcome, e.error_class) for e in AuditEvent.objects.filter(event_type="translation")])
+
+    count, events = await sync_to_async(recorded)()
+    assert count == 1 and sorted(events) == [("completed", ""), ("error", "EngineDead")]
+
+
 def test_a_dead_rerun_lane_shows_on_readiness_metrics_and_the_dashboard(client, django_user_model, settings):
     """A worker's report as clinical.rerun.lane writes it, read back by the
     three places IT looks (the real worker writing it: tests/live/test_engine_death.py)."""

@@ -1,0 +1,84 @@
+"""The verified text is labelled with the precision its engine reported
+after load (``Rerun.engine_precision``: ``fp32``, ``bf16``,
+``fp8 (compressed-tensors)``...), not with the re-run's lookup key
+(``Rerun.precision``, always ``fp32``): in the ``verified`` frame, the
+detail page, the REST API, FHIR and the verification's audit record. A
+re-run recorded before engines reported a label shows the old ``fp32``."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from clinical.api import fhir
+from clinical.frames import verification_frame
+from clinical.models import RERUN_PRECISION, AuditEvent, Rerun, Translation
+from clinical.rerun import execute
+from clinical.translation import selectors, services
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+KNEE = "Mild left knee effusion."
+FAST = "Some fluid in your left knee."
+VERIFIED = "There is a little extra fluid in your left knee."
+
+
+def verified_translation(user, *, engine_precision: str) -> Translation:
+    """A low-confidence translation whose re-run completed on an engine that
+    reported ``engine_precision`` ("" as rows from before the field)."""
+    row = services.translation_create(user=user, text=KNEE)
+    row = services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED,
+                                      output_text=FAST, figures=services.TranslationFigures(
+                                          tokens_out=6, confidence=0.01))
+    rerun = execute.rerun_start(translation_id=row.pk)  # the gate queued it (confidence 0.01)
+    execute.rerun_complete(rerun_id=rerun.pk, output_text=VERIFIED, token_logprobs=[-0.1] * 10,
+                           duration_ms=1234.0, engine="vllm", model_name="Qwen2.5-7B-Instruct",
+                           engine_precision=engine_precision)
+    row.refresh_from_db()
+    assert row.verification == Translation.Verification.VERIFIED
+    return row
+
+
+@pytest.mark.parametrize("label", ["bf16", "fp8 (compressed-tensors)"])
+def test_the_verified_frame_names_the_engines_precision_and_keeps_the_old_field(clinician, label):
+    frame = verification_frame(verified_translation(clinician, engine_precision=label))
+    assert frame["type"] == "verified"
+    assert frame["engine_precision"] == label
+    assert frame["precision"] == RERUN_PRECISION == "fp32"  # the lookup key, kept for older clients
+    assert f"Verified in full precision ({label})" in frame["message"]
+    assert "(fp32)" not in frame["message"]
+
+
+def test_a_rerun_recorded_before_engines_reported_a_label_still_shows_fp32(clinician):
+    row = verified_translation(clinician, engine_precision="")
+    frame = verification_frame(row)
+    assert (frame["precision"], frame["engine_precision"]) == ("fp32", "fp32")
+    assert "Verified in full precision (fp32)" in frame["message"]
+    assert selectors.translation_api_view(translation=row)["precision"] == "fp32"
+    assert Rerun.objects.get(translation=row).precision_label == "fp32"
+
+
+def test_the_api_fhir_and_audit_record_carry_the_engines_precision(clinician):
+    row = verified_translation(clinician, engine_precision="bf16")
+    view = selectors.translation_api_view(translation=row)
+    assert view["verified"] and view["text"] == VERIFIED and view["precision"] == "bf16"
+    parameters = fhir.plain_language_parameters(api_view=view, references=[])
+    assert {p["name"]: p.get("valueString") for p in parameters["parameter"]}["precision"] == "bf16"
+    event = AuditEvent.objects.get(event_type="verification", request_id=row.request_id)
+    assert (event.outcome, event.precision) == ("verified", "bf16")
+
+
+def test_the_fast_text_keeps_its_own_engines_label_until_verified(clinician):
+    row = services.translation_create(user=clinician, text=KNEE)
+    Translation.objects.filter(pk=row.pk).update(precision="q4_k_m")
+    row = services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED,
+                                      output_text=FAST, figures=services.TranslationFigures(
+                                          tokens_out=6, confidence=0.01))
+    assert selectors.translation_api_view(translation=row)["precision"] == "q4_k_m"
+
+
+def test_the_detail_page_names_the_engines_precision(clinician, client):
+    row = verified_translation(clinician, engine_precision="fp8 (compressed-tensors)")
+    client.force_login(clinician)
+    page = client.get(reverse("translation-detail", args=[row.request_id])).content.decode()
+    assert "Verified in full precision (fp8 (compressed-tensors))" in page
