@@ -71,6 +71,7 @@ class Gate:
     plan: dict[str, tuple[str, frozenset[str]]]
     routers: dict
     pools: dict
+    k: int = 0
 
     def fold(self, row_id: str) -> str:
         """``"A"`` or ``"B"``: the cross-fit half the row belongs to."""
@@ -82,7 +83,7 @@ class Gate:
 
     def pool_for(self, row_id: str):
         """The example pool of the other half (never the row's own)."""
-        return self.pools[self.plan[row_id][0]]
+        return self.pools[self.fold(row_id)]
 
     def fast_messages(self, row_id: str) -> list[dict[str, str]]:
         """The fast run's messages: the product's cluster prompt over the
@@ -90,10 +91,8 @@ class Gate:
         rendered (tests/inference/test_examples.py checks they are equal)."""
         from inference.examples import cluster_messages
 
-        return cluster_messages(self.by_id[row_id]["ORIGINAL"], router=self.routers[self.plan[row_id][0]],
+        return cluster_messages(self.by_id[row_id]["ORIGINAL"], router=self.routers[self.fold(row_id)],
                                 k=self.k)
-
-    k: int = 0
 
 
 def gated_rows(*, outputs: Path, clusters: int, per_cluster: int, k: int, prompt_version: str = "",

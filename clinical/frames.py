@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clinical.models import RERUN_PRECISION, Rerun, Translation
+from clinical.models import RERUN_KEPT_FAST_TEXT, RERUN_PRECISION, Rerun, Translation
 from clinical.quality import measure as quality
 from inference.examples import normalise
 
@@ -172,7 +172,7 @@ CANDIDATE_MESSAGES = {
     "sampled": "Written again from the same instructions with other wording",
 }
 #: The note when the re-run kept the fast text (``Rerun.candidate``
-#: ``fast_text``, clinical.rerun.candidates.Incumbent).
+#: :data:`clinical.models.RERUN_KEPT_FAST_TEXT`).
 KEPT_FAST_MESSAGE = "The first text stands: it passed both checks and no re-written text was clearly better"
 UNCHANGED_MESSAGE = "The diagnosis text as written: no plain-words version passed the checks"
 
@@ -194,7 +194,7 @@ def rerun_change_note(*, translation: Translation, rerun: Rerun) -> str:
     candidate (recorded before candidates existed)."""
     if not rerun.candidate:
         return ""
-    if rerun.candidate == "fast_text":
+    if rerun.candidate == RERUN_KEPT_FAST_TEXT:
         shown = f" (it was written with confidence {translation.confidence:.2f})" if translation.confidence else ""
         return KEPT_FAST_MESSAGE + shown + "."
     label = CANDIDATE_MESSAGES.get(rerun.candidate, rerun.candidate)

@@ -357,6 +357,9 @@ def translation_messages(translation: Translation) -> list[dict[str, str]]:
 
 #: ``Rerun.precision`` of the confidence gate's re-run (the design's FP32).
 RERUN_PRECISION = "fp32"
+#: ``Rerun.candidate`` when the re-run kept the fast text, which passed both
+#: checks and no candidate was clearly better (clinical.rerun.candidates.Incumbent).
+RERUN_KEPT_FAST_TEXT = "fast_text"
 
 
 class Rerun(models.Model):

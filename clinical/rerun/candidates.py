@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from clinical.models import Translation, TranslationPart, translation_parts
+from clinical.models import RERUN_KEPT_FAST_TEXT, Translation, TranslationPart, translation_parts
 from clinical.quality import glossary
 from clinical.quality import measure as quality
 from clinical.quality.gate import gate_threshold
@@ -65,7 +65,7 @@ SPAN_REPLACEMENT = "span_replacement"
 SAMPLED = "sampled"
 #: ``Rerun.candidate`` when no candidate may replace the fast text
 #: (:class:`Incumbent`): the fast text stands.
-FAST_TEXT = "fast_text"
+FAST_TEXT = RERUN_KEPT_FAST_TEXT
 #: Every candidate, in the default order (``RERUN_CANDIDATES``).
 CANDIDATE_NAMES = (FULL_PRECISION, RETRIEVED_EXAMPLES, SPAN_REPLACEMENT, SAMPLED)
 
