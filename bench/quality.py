@@ -182,13 +182,17 @@ def crossfit_plan(rows: list[dict[str, str]], fold: str = "both") -> dict[str, t
 
 
 async def run_examples(rows: list[dict[str, str]], *, k: int, placement: str, fold: str, cache: Path,
-                       clusters: int = 0, per_cluster: int = 4, **options) -> tuple[list[dict], dict]:
+                       clusters: int = 0, per_cluster: int = 4, hints: bool = False,
+                       **options) -> tuple[list[dict], dict]:
     """Generate the cross-fitted retrieval outputs (see the module
     docstring); ``options`` go to :func:`run_system`. With ``clusters``,
     each half's pool is clustered (k-means on TF-IDF) and a sentence gets
     its cluster's ``per_cluster`` fixed examples as turns after the system
-    message (a prefix shared by the cluster) plus ``k`` retrieved ones."""
+    message (a prefix shared by the cluster) plus ``k`` retrieved ones;
+    with ``hints`` too, HPO's plain words for the sentence's terms follow it
+    (:data:`inference.prompts.HINTS_PROMPT_VERSION`)."""
     from inference.examples import FOLD_SEED, ExamplePool
+    from inference.lay_terms import lay_hints
     from inference.prompts import EXAMPLES_PROMPT_VERSION, ClusterPrompt, build_messages
 
     plan = crossfit_plan(rows, fold)
@@ -205,7 +209,11 @@ async def run_examples(rows: list[dict[str, str]], *, k: int, placement: str, fo
         shown = {e.id for e in fixed}
         examples = [e for e in pools[name].retrieve(text, k + len(fixed)) if e.id not in shown][:k]
         extra["example_ids"] = [e.id for e in examples] + extra.get("prefix_ids", [])
-        return build_messages(text, examples=examples, placement=placement, prefix_examples=fixed), extra
+        pairs = lay_hints(text) if hints else []
+        if hints:
+            extra["hints"] = len(pairs)
+        return build_messages(text, examples=examples, placement=placement, prefix_examples=fixed,
+                              hints=pairs), extra
 
     inputs = [(f"laymaker-{r['ID']}", r["ORIGINAL"]) for r in rows if r["ID"] in plan]
     if clusters:  # one cluster after another: its prefix stays in the KV cache (warm, as in the product)
@@ -213,8 +221,8 @@ async def run_examples(rows: list[dict[str, str]], *, k: int, placement: str, fo
                                       routers[plan[item[0].removeprefix("laymaker-")][0]].route(item[1])[0]))
     variant = {"prompt_version": EXAMPLES_PROMPT_VERSION, "k": k, "placement": placement, "fold_seed": FOLD_SEED}
     if clusters:  # the product's version string for these settings (over a half pool here)
-        variant.update(prompt_version=ClusterPrompt(clusters, per_cluster, k).version, clusters=clusters,
-                       per_cluster=per_cluster)
+        variant.update(prompt_version=ClusterPrompt(clusters, per_cluster, k, hints=hints).version,
+                       clusters=clusters, per_cluster=per_cluster)
     return await run_system(inputs, cache=cache, messages_for=messages_for, variant=variant, **options)
 
 
@@ -326,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clusters", type=int, default=0,
                         help="k-means clusters of the pool, each with fixed examples in a cached prefix (0 = off)")
     parser.add_argument("--per-cluster", type=int, default=4, help="fixed examples per cluster")
+    parser.add_argument("--hints", action="store_true",
+                        help="with --clusters: HPO's plain words for each sentence's terms follow it (prompt .3)")
     parser.add_argument("--timing", action="store_true",
                         help="regenerate today's laymaker rows cached without TTFT / prompt tokens")
     args = parser.parse_args(argv)
@@ -361,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     if "examples" in methods:
         retrieved, retrieved_facts = asyncio.run(run_examples(
             rows, k=k, placement=placement, fold=args.fold, cache=Path(f"{out}-examples-outputs.jsonl"),
-            clusters=args.clusters, per_cluster=args.per_cluster, **options))
+            clusters=args.clusters, per_cluster=args.per_cluster, hints=args.hints, **options))
         if "today" not in methods:
             facts = dict(retrieved_facts, generation_s=facts["generation_s"])
     per_sentence = []
@@ -369,6 +379,11 @@ def main(argv: list[str] | None = None) -> int:
         per_sentence, _ = asyncio.run(run_examples(
             rows, k=DEFAULT_K, placement="turns", fold=args.fold, cache=Path(f"{out}-examples-outputs.jsonl"),
             **options))
+    without_hints = []
+    if "examples" in methods and "today" in methods and args.clusters and args.hints:  # the same clusters, no hints
+        without_hints, _ = asyncio.run(run_examples(
+            rows, k=k, placement=placement, fold=args.fold, cache=Path(f"{out}-examples-outputs.jsonl"),
+            clusters=args.clusters, per_cluster=args.per_cluster, **options))
     expected = len(inputs) if "today" in methods else 0
     if len(generated) < expected or len(retrieved) < len(crossfit_plan(rows, args.fold)) * ("examples" in methods):
         print("some outputs belong to other shards; run again with --resume once they are done to write the report")
@@ -416,7 +431,11 @@ def main(argv: list[str] | None = None) -> int:
         if per_sentence:
             compared.append((f"retrieved per sentence, k={DEFAULT_K}, turns ({EXAMPLES_PROMPT_VERSION})",
                              _by_rows(rows, per_sentence)))
-        name = (f"cluster prefixes, {args.clusters} clusters x {args.per_cluster} per half pool, k={k} "
+        if without_hints:
+            compared.append((f"cluster prefixes, {args.clusters} clusters x {args.per_cluster} per half pool, "
+                             f"k={k} ({without_hints[0]['prompt_version']})", _by_rows(rows, without_hints)))
+        name = (f"cluster prefixes{' + HPO plain words' if args.hints else ''}, {args.clusters} clusters x "
+                f"{args.per_cluster} per half pool, k={k} "
                 f"({retrieved[0]['prompt_version'] if retrieved else ''})" if args.clusters else
                 f"retrieved per sentence, k={k}, {placement} ({EXAMPLES_PROMPT_VERSION})")
         compared.append((name, _by_rows(rows, retrieved)))

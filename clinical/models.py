@@ -193,8 +193,8 @@ def translation_prompt_version(*, text: str, language: str) -> str:
     (:func:`inference.examples.note_sentences`) gets worked examples and is
     generated sentence by sentence: with ``PROMPT_CLUSTERS`` > 0 the
     cluster prefixes (:class:`inference.prompts.ClusterPrompt` of
-    ``PROMPT_CLUSTERS``, ``PROMPT_CLUSTER_EXAMPLES``, ``PROMPT_RETRIEVED_K``,
-    e.g. ``"2026-11-25.2+c24x8k0"``), else 6 examples retrieved per
+    ``PROMPT_CLUSTERS``, ``PROMPT_CLUSTER_EXAMPLES``, ``PROMPT_RETRIEVED_K``
+    and ``PROMPT_HINTS``, e.g. ``"2026-11-25.3+c24x8k0"``), else 6 examples retrieved per
     sentence (:data:`inference.prompts.EXAMPLES_PROMPT_VERSION`; measured
     cross-fitted on laymaker-dev, docs/quality/retrieval.md). Anything else
     (Spanish output: the examples are English; a longer note;
@@ -207,7 +207,7 @@ def translation_prompt_version(*, text: str, language: str) -> str:
         return PROMPT_VERSION
     if settings.PROMPT_CLUSTERS > 0:
         return ClusterPrompt(settings.PROMPT_CLUSTERS, settings.PROMPT_CLUSTER_EXAMPLES,
-                             settings.PROMPT_RETRIEVED_K).version
+                             settings.PROMPT_RETRIEVED_K, hints=settings.PROMPT_HINTS).version
     return EXAMPLES_PROMPT_VERSION
 
 
@@ -233,7 +233,7 @@ def translation_parts(translation: Translation) -> list[TranslationPart]:
     run and the full-precision re-run send the same messages, whatever the
     settings are now).
 
-    * ``2026-11-25.2+c…`` (:class:`inference.prompts.ClusterPrompt`): one
+    * ``2026-11-25.2+c…`` and ``2026-11-25.3+c…`` (:class:`inference.prompts.ClusterPrompt`): one
       part per sentence (:func:`inference.examples.note_sentences`), each
       with its cluster's prefix (:func:`inference.examples.cluster_messages`
       on the shipped pool's clusters for the stored settings; deterministic,
@@ -259,7 +259,8 @@ def translation_parts(translation: Translation) -> list[TranslationPart]:
         units = [NoteSentence(translation.input_text, "")]
     if cluster is not None:
         router = default_router(cluster.clusters, cluster.per_cluster)
-        return [TranslationPart(u.separator, cluster_messages(u.text, router=router, k=cluster.k, **options))
+        return [TranslationPart(u.separator, cluster_messages(u.text, router=router, k=cluster.k,
+                                                              hints=cluster.hints, **options))
                 for u in units]
     pool = default_pool()
     return [TranslationPart(u.separator, build_messages(u.text, examples=pool.retrieve(u.text, k=DEFAULT_K),

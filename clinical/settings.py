@@ -337,6 +337,10 @@ PROMPT_EXAMPLES = env_bool("PROMPT_EXAMPLES", True)
 PROMPT_CLUSTERS = int(os.environ.get("PROMPT_CLUSTERS", "24"))
 PROMPT_CLUSTER_EXAMPLES = int(os.environ.get("PROMPT_CLUSTER_EXAMPLES", "8"))
 PROMPT_RETRIEVED_K = int(os.environ.get("PROMPT_RETRIEVED_K", "0"))
+# The Human Phenotype Ontology's plain words (layperson synonyms) for the
+# sentence's medical terms follow it in the last message (inference/prompts.py
+# HINTS_PROMPT_VERSION; measured in docs/quality/quality-report.md).
+PROMPT_HINTS = env_bool("PROMPT_HINTS", False)
 # More sentences than this in one input: one request with today's
 # instructions instead (each sentence is a request of up to
 # MAX_OUTPUT_TOKENS tokens).

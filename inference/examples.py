@@ -377,7 +377,7 @@ WARMUP_SENTENCE = "No acute distress."
 
 
 def cluster_messages(sentence: str, *, router: ClusterRouter, k: int = 0, reading_level: int | None = None,
-                     language: str | None = None) -> list[dict[str, str]]:
+                     language: str | None = None, hints: bool = False) -> list[dict[str, str]]:
     """The cluster prompt (``CLUSTER_PROMPT_VERSION``) for one sentence:
     the system message, the fixed examples of the sentence's cluster as
     turns (:meth:`ClusterRouter.route`; the cached prefix, shared by the
@@ -388,6 +388,9 @@ def cluster_messages(sentence: str, *, router: ClusterRouter, k: int = 0, readin
     The same as ``bench/quality.py`` ``run_examples`` renders with
     ``--clusters N --per-cluster M --k K --placement inline`` for a pool
     (there, each cross-fitted half; here, the pool the router was fitted on).
+    With ``hints`` (:data:`inference.prompts.HINTS_PROMPT_VERSION`), the
+    plain words HPO gives for the sentence's terms
+    (:func:`inference.lay_terms.lay_hints`) follow it in the last message.
 
     Returns:
         ``{"role", "content"}`` messages; every message but the last is
@@ -401,6 +404,10 @@ def cluster_messages(sentence: str, *, router: ClusterRouter, k: int = 0, readin
     examples = [e for e in router.pool.retrieve(sentence, k + len(fixed)) if e.id not in shown][:k] if k > 0 else []
     options = {key: value for key, value in (("reading_level", reading_level), ("language", language))
                if value is not None}
+    if hints:
+        from inference.lay_terms import lay_hints
+
+        options["hints"] = lay_hints(sentence)
     return build_messages(sentence, examples=examples, placement="inline", prefix_examples=fixed, **options)
 
 

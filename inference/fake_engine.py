@@ -29,10 +29,13 @@ from inference.base import (
     EnginePreempted,
     GenerationParams,
 )
+from inference.prompts import hints_strip
 
 
 class FakeEngine(Engine):
-    """Echo-style engine: answers ``"Plain words: <input>"`` token by token.
+    """Echo-style engine: answers ``"Plain words: <input>"`` token by token
+    (the input: the last message, less the vocabulary's plain words that a
+    :data:`inference.prompts.HINTS_PROMPT_VERSION` prompt lists after it).
 
     Args:
         token_delay_s: sleep between tokens (seconds).
@@ -105,7 +108,7 @@ class FakeEngine(Engine):
             EngineDead: :meth:`kill` was called.
         """
         await self.start()
-        words = (self.answer or "Plain words: " + messages[-1]["content"]).split(" ")
+        words = (self.answer or "Plain words: " + hints_strip(messages[-1]["content"])).split(" ")
         words = words[: params.max_tokens]
         self._admission_claim(params.background)
         self.active.add(request_id)

@@ -38,6 +38,14 @@ sentences with the default 1.5B model, docs/quality/):
   translation renders the same messages again after the settings change.
   Changing the shipped pool file changes the clusters: give the prompt a
   new version then.
+* ``2026-11-25.3`` (:data:`HINTS_PROMPT_VERSION`): the ``.2`` cluster
+  prompt, and when the sentence holds medical terms that a vocabulary
+  gives plain words for (the Human Phenotype Ontology's layperson
+  synonyms, :func:`inference.lay_terms.lay_hints`), the last message
+  lists them after the sentence (:func:`hints_line`). Everything before
+  the last message is the ``.2`` prefix, so the cached cluster prefixes
+  are the same; a sentence without such terms renders the ``.2``
+  messages exactly. Stored as ``"2026-11-25.3+c24x8k0"``.
 """
 
 from __future__ import annotations
@@ -51,7 +59,10 @@ PROMPT_VERSION = "2026-11-22.3"
 EXAMPLES_PROMPT_VERSION = "2026-11-25.1"
 #: Cluster prefixes (:class:`ClusterPrompt`; stored with its settings as a suffix).
 CLUSTER_PROMPT_VERSION = "2026-11-25.2"
-_CLUSTER_VERSION = re.compile(re.escape(CLUSTER_PROMPT_VERSION) + r"\+c(\d+)x(\d+)k(\d+)")
+#: Cluster prefixes with the vocabulary's plain words for the sentence's terms.
+HINTS_PROMPT_VERSION = "2026-11-25.3"
+_CLUSTER_VERSION = re.compile("(" + re.escape(CLUSTER_PROMPT_VERSION) + "|" + re.escape(HINTS_PROMPT_VERSION) +
+                              r")\+c(\d+)x(\d+)k(\d+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,23 +74,30 @@ class ClusterPrompt:
         clusters: k-means clusters of the pool (>= 1).
         per_cluster: fixed examples per cluster, in the cached prefix.
         k: retrieved examples listed inline in the last message.
+        hints: the vocabulary's plain words for the sentence's terms follow
+            it in the last message (:data:`HINTS_PROMPT_VERSION`).
     """
 
     clusters: int
     per_cluster: int
     k: int
+    hints: bool = False
 
     @property
     def version(self) -> str:
-        """What a translation stores, e.g. ``"2026-11-25.2+c24x8k0"`` (at
+        """What a translation stores, e.g. ``"2026-11-25.3+c24x8k0"`` (at
         most 32 characters for any realistic setting)."""
-        return f"{CLUSTER_PROMPT_VERSION}+c{self.clusters}x{self.per_cluster}k{self.k}"
+        base = HINTS_PROMPT_VERSION if self.hints else CLUSTER_PROMPT_VERSION
+        return f"{base}+c{self.clusters}x{self.per_cluster}k{self.k}"
 
     @classmethod
     def parse(cls, version: str) -> ClusterPrompt | None:
         """The settings in a stored version; ``None`` for any other version."""
         match = _CLUSTER_VERSION.fullmatch(version or "")
-        return cls(*(int(g) for g in match.groups())) if match else None
+        if match is None:
+            return None
+        base, *numbers = match.groups()
+        return cls(*(int(g) for g in numbers), hints=base == HINTS_PROMPT_VERSION)
 
 #: US school grade → the wording the model is given. Grade 6 is the default
 #: (the AMA and NIH advise patient materials at grade 6 or below).
@@ -128,16 +146,38 @@ EXAMPLES_PLACEMENT = "turns"
 PLACEMENTS = ("turns", "inline")
 
 
+HINTS_OPENING = "(Plain words from a medical dictionary, use them if they fit: "
+
+
+def hints_line(hints: Sequence[tuple[str, str]]) -> str:
+    """The line that follows the sentence in the last message of a
+    :data:`HINTS_PROMPT_VERSION` prompt, e.g. ``"(Plain words from a medical
+    dictionary, use them if they fit: hypertension = high blood pressure)"``;
+    ``""`` when there are no ``(term, plain words)`` pairs."""
+    if not hints:
+        return ""
+    pairs = "; ".join(f"{term} = {plain}" for term, plain in hints)
+    return f"{HINTS_OPENING}{pairs})"
+
+
+def hints_strip(content: str) -> str:
+    """A last message without its :func:`hints_line`: the sentence."""
+    return content.split("\n\n" + HINTS_OPENING, 1)[0]
+
+
 def prompt_version(examples: Sequence | None = None) -> str:
     """The version to store for messages built with (or without) examples."""
     return PROMPT_VERSION if examples is None else EXAMPLES_PROMPT_VERSION
 
 
 def _examples_messages(text: str, system: str, examples: Sequence, placement: str,
-                       prefix_examples: Sequence = ()) -> list[dict[str, str]]:
+                       prefix_examples: Sequence = (), hints: Sequence[tuple[str, str]] = ()) -> list[dict[str, str]]:
     """System first, then the fixed ``prefix_examples`` as turns, then the
     examples (least similar first, so the most similar sits next to the
-    sentence), then the sentence."""
+    sentence), then the sentence, followed by :func:`hints_line` when
+    ``hints`` are given."""
+    if hints:
+        text = f"{text}\n\n{hints_line(hints)}"
     ordered = list(examples)[::-1]
     fixed = []
     for example in prefix_examples:
@@ -161,7 +201,8 @@ def _examples_messages(text: str, system: str, examples: Sequence, placement: st
 
 def build_messages(diagnosis_text: str, *, reading_level: int = DEFAULT_READING_LEVEL,
                    language: str = DEFAULT_LANGUAGE, examples: Sequence | None = None,
-                   placement: str = EXAMPLES_PLACEMENT, prefix_examples: Sequence = ()) -> list[dict[str, str]]:
+                   placement: str = EXAMPLES_PLACEMENT, prefix_examples: Sequence = (),
+                   hints: Sequence[tuple[str, str]] = ()) -> list[dict[str, str]]:
     """Chat messages for one translation.
 
     Args:
@@ -202,7 +243,7 @@ def build_messages(diagnosis_text: str, *, reading_level: int = DEFAULT_READING_
         system = EXAMPLES_SYSTEM_PROMPT.format(reading_level=READING_LEVELS[reading_level])
         if language != "en":
             system += (f"\nThe examples are in English; write your answer in {LANGUAGES[language]}.")
-        return _examples_messages(diagnosis_text.strip(), system, examples, placement, prefix_examples)
+        return _examples_messages(diagnosis_text.strip(), system, examples, placement, prefix_examples, hints)
     system = SYSTEM_PROMPT.format(reading_level=READING_LEVELS[reading_level])
     if language != "en":
         system += f"\nWrite your answer in {LANGUAGES[language]}."

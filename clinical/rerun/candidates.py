@@ -57,6 +57,7 @@ from clinical.quality.safety import find_drugs
 from inference.base import GenerationParams
 from inference.confidence import sequence_confidence
 from inference.examples import DEFAULT_K, ExamplePool, default_pool, normalise, split_sentences
+from inference.lay_terms import lay_hints
 from inference.prompts import EXAMPLES_PROMPT_VERSION, build_messages
 
 FULL_PRECISION = "full_precision"
@@ -230,14 +231,9 @@ def span_lines_parse(answer: str) -> list[tuple[str, str]]:
 
 def span_glossary_pairs(text: str) -> list[tuple[str, str]]:
     """Replacements from the vocabulary: each HPO term of ``text`` that has
-    a layperson synonym (:data:`clinical.quality.glossary.HPO_LAYPERSON`),
-    e.g. ``("pericardial effusion", "fluid around heart")``."""
-    pairs = []
-    for term in glossary.glossary_terms(text):
-        if term.source == glossary.HPO_LAYPERSON:
-            plain = term.definition.rstrip(".")
-            pairs.append((term.term, plain[:1].lower() + plain[1:] if not plain[:2].isupper() else plain))
-    return pairs
+    a layperson synonym (:func:`inference.lay_terms.lay_hints`), e.g.
+    ``("pericardial effusion", "fluid around heart")``."""
+    return lay_hints(text)
 
 
 _ARTICLE_BEFORE = re.compile(r"(?<!\w)(a|an|the)\s+$", re.IGNORECASE)

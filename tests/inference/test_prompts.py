@@ -5,10 +5,13 @@ from inference.prompts import (
     CLUSTER_PROMPT_VERSION,
     EXAMPLE_ANSWERS,
     EXAMPLES_PROMPT_VERSION,
+    HINTS_PROMPT_VERSION,
     PLACEMENTS,
     PROMPT_VERSION,
     ClusterPrompt,
     build_messages,
+    hints_line,
+    hints_strip,
     prompt_version,
 )
 
@@ -101,3 +104,34 @@ def test_a_cluster_prompt_is_stored_with_its_settings_and_read_back():
     assert len(ClusterPrompt(999, 999, 99).version) <= 32  # Translation.prompt_version's max_length
     for other in (PROMPT_VERSION, EXAMPLES_PROMPT_VERSION, CLUSTER_PROMPT_VERSION, "", "2026-11-25.2+c24x8"):
         assert ClusterPrompt.parse(other) is None
+
+
+def test_a_hints_prompt_is_stored_with_its_flag_and_read_back():
+    prompt = ClusterPrompt(24, 8, 0, hints=True)
+    assert prompt.version == f"{HINTS_PROMPT_VERSION}+c24x8k0"
+    assert ClusterPrompt.parse(prompt.version) == prompt
+    assert ClusterPrompt.parse("2026-11-25.2+c24x8k0") == ClusterPrompt(24, 8, 0, hints=False)
+
+
+def test_hints_follow_the_sentence_in_the_last_message_and_leave_the_prefix_alone():
+    fixed = [Example("5", "PREOPERATIVE DIAGNOSIS : Adenocarcinoma .", "diagnosis before surgery is cancer")]
+    hints = [("cholecystitis", "gallbladder inflammation"), ("hematuria", "blood in urine")]
+    plain = build_messages("Acute cholecystitis and hematuria.", examples=[], placement="inline",
+                           prefix_examples=fixed)
+    hinted = build_messages("Acute cholecystitis and hematuria.", examples=[], placement="inline",
+                            prefix_examples=fixed, hints=hints)
+    assert hinted[:-1] == plain[:-1]  # the cluster's cached prefix is unchanged
+    assert hinted[-1]["content"] == ("Acute cholecystitis and hematuria.\n\n(Plain words from a medical dictionary, "
+                                     "use them if they fit: cholecystitis = gallbladder inflammation; "
+                                     "hematuria = blood in urine)")
+    assert build_messages("No acute distress.", examples=[], placement="inline", prefix_examples=fixed,
+                          hints=[]) == build_messages("No acute distress.", examples=[], placement="inline",
+                                                      prefix_examples=fixed)
+    assert hints_line([]) == ""
+
+
+def test_the_sentence_is_read_back_from_a_hinted_last_message():
+    content = build_messages("Acute cholecystitis.", examples=[], placement="inline",
+                             hints=[("cholecystitis", "gallbladder inflammation")])[-1]["content"]
+    assert hints_strip(content) == "Acute cholecystitis."
+    assert hints_strip("No acute distress.") == "No acute distress."

@@ -6,6 +6,7 @@ for English input; today's instructions in one request otherwise."""
 from __future__ import annotations
 
 import pytest
+from django.conf import settings as django_settings
 
 from clinical.models import (
     translation_message_parts,
@@ -15,11 +16,11 @@ from clinical.models import (
 )
 from clinical.translation import services
 from inference.examples import default_pool, default_router, normalise
-from inference.prompts import EXAMPLES_PROMPT_VERSION, PROMPT_VERSION, ClusterPrompt, build_messages
+from inference.prompts import EXAMPLES_PROMPT_VERSION, PROMPT_VERSION, ClusterPrompt, build_messages, hints_strip
 
 pytestmark = pytest.mark.django_db
 
-CLUSTERED = ClusterPrompt(24, 8, 0).version
+CLUSTERED = ClusterPrompt(24, 8, 0, hints=django_settings.PROMPT_HINTS).version
 NOTE = "There is 1+ pretibial edema.\nABDOMEN : Soft, nontender. No calf tenderness."
 
 
@@ -35,7 +36,10 @@ def test_the_prompt_version_follows_the_input(text, language, version):
 
 def test_the_version_carries_the_cluster_settings_and_zero_clusters_retrieve_per_sentence(settings):
     settings.PROMPT_CLUSTERS, settings.PROMPT_CLUSTER_EXAMPLES, settings.PROMPT_RETRIEVED_K = 12, 4, 2
+    settings.PROMPT_HINTS = False
     assert translation_prompt_version(text=NOTE, language="en") == "2026-11-25.2+c12x4k2"
+    settings.PROMPT_HINTS = True
+    assert translation_prompt_version(text=NOTE, language="en") == "2026-11-25.3+c12x4k2"
     settings.PROMPT_CLUSTERS = 0
     assert translation_prompt_version(text=NOTE, language="en") == EXAMPLES_PROMPT_VERSION
 
@@ -49,11 +53,11 @@ def test_a_note_is_one_request_per_sentence_each_with_its_cluster_prefix(clinici
     row = services.translation_create(user=clinician, text=NOTE)
     parts = translation_parts(row)
     assert [p.separator for p in parts] == ["", "\n", " "]
-    assert [p.messages[-1]["content"] for p in parts] == [
+    assert [hints_strip(p.messages[-1]["content"]) for p in parts] == [
         "There is 1+ pretibial edema.", "ABDOMEN : Soft, nontender.", "No calf tenderness."]
     router = default_router(24, 8)
     for part in parts:
-        _, fixed = router.route(part.messages[-1]["content"])
+        _, fixed = router.route(hints_strip(part.messages[-1]["content"]))
         assert [m["content"] for m in part.messages[1:-1:2]] == [e.original.strip() for e in fixed]
     assert translation_message_parts(row) == [p.messages for p in parts]
     with pytest.raises(ValueError, match="translation_message_parts"):
@@ -73,7 +77,7 @@ def test_one_sentence_is_one_request_from_the_text_itself(clinician):
     row = services.translation_create(user=clinician, text="There is 1+ pretibial edema.")
     assert len(translation_message_parts(row)) == 1
     assert translation_messages(row) == translation_message_parts(row)[0]
-    assert translation_messages(row)[-1]["content"] == "There is 1+ pretibial edema."
+    assert hints_strip(translation_messages(row)[-1]["content"]) == "There is 1+ pretibial edema."
 
 
 def test_a_pool_sentence_gets_pool_examples_never_itself_and_the_rerun_builds_the_same(clinician, settings):
@@ -97,3 +101,18 @@ def test_rows_of_the_earlier_prompts_render_as_they_did(clinician, settings):
     settings.PROMPT_EXAMPLES = False
     row = services.translation_create(user=clinician, text=NOTE)
     assert translation_message_parts(row) == [build_messages(NOTE)]
+
+
+def test_hpo_plain_words_follow_a_sentence_and_a_stored_row_keeps_them(clinician, settings):
+    settings.PROMPT_HINTS = True
+    row = services.translation_create(user=clinician, text="Acute cholecystitis.\nNo acute distress.")
+    assert row.prompt_version == ClusterPrompt(24, 8, 0, hints=True).version
+    first, second = translation_message_parts(row)
+    assert first[-1]["content"].startswith("Acute cholecystitis.\n\n(Plain words")
+    assert "cholecystitis = gallbladder inflammation" in first[-1]["content"]
+    assert second[-1]["content"] == "No acute distress."  # no HPO term: the .2 messages exactly
+    settings.PROMPT_HINTS = False
+    assert translation_message_parts(row) == [first, second]
+    older = services.translation_create(user=clinician, text="Acute cholecystitis.")
+    assert older.prompt_version == ClusterPrompt(24, 8, 0).version
+    assert translation_messages(older)[-1]["content"] == "Acute cholecystitis."

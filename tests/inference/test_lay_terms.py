@@ -1,0 +1,33 @@
+"""The vocabulary's plain words for a sentence's medical terms (HPO
+layperson synonyms), as the prompt lists them after the sentence."""
+
+from inference.lay_terms import HPO, HPO_LAYPERSON, find_terms, lay_hints
+
+
+def test_terms_with_a_layperson_synonym_get_plain_words_in_text_order():
+    assert lay_hints("Hematuria and acute cholecystitis.") == [
+        ("Hematuria", "blood in urine"), ("cholecystitis", "gallbladder inflammation")]
+
+
+def test_the_longest_term_wins_over_the_terms_inside_it():
+    assert lay_hints("Cervical lymphadenopathy was noted.") == [
+        ("Cervical lymphadenopathy", "swollen lymph nodes in the neck")]
+
+
+def test_a_term_without_a_layperson_synonym_or_made_of_easy_words_gets_none():
+    sources = {surface.lower(): source for _, surface, (_, _, source) in find_terms("Nausea and paratonia.")}
+    assert sources.get("nausea") == HPO  # its layperson synonym is the term itself
+    assert lay_hints("Nausea.") == []
+    assert lay_hints("She has pain and a fever.") == []  # easy words: nothing to explain
+    assert lay_hints("") == []
+
+
+def test_a_term_written_twice_is_listed_once():
+    assert lay_hints("Hypertension. Hypertension again.") == [("Hypertension", "high blood pressure")]
+
+
+def test_the_glossary_reads_the_same_vocabulary():
+    from clinical.quality.glossary import glossary_terms
+
+    by_term = {t.term: t for t in glossary_terms("Hematuria.")}
+    assert by_term["Hematuria"].source == HPO_LAYPERSON and by_term["Hematuria"].definition == "Blood in urine."
