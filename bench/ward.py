@@ -11,7 +11,9 @@ cluster warm-up awaited), and per configuration:
 * ``no worker``: the baseline;
 * ``normal``: a real Celery re-run worker with the default re-run engine
   (vLLM, float32) at ``RERUN_CPU_PRIORITY=normal``;
-* ``idle``: the same worker at ``RERUN_CPU_PRIORITY=idle`` (``SCHED_IDLE``).
+* ``idle``: the same worker at ``RERUN_CPU_PRIORITY=idle`` (``SCHED_IDLE``);
+* ``no worker again``: the baseline once more, last, to show how far the
+  host drifted during the run (the ratios are to the first).
 
 A worker is measured only once its engine reports ready in Redis (the
 lane's heartbeat, clinical/rerun/lane.py, read through ``/readyz``). Then
@@ -25,8 +27,9 @@ the worker verifies what the gate queued; done → verified is timed at the
 client (``done`` frame → ``verified`` frame of the same id). What is still
 queued when a configuration ends is purged before the next one starts.
 Resident memory (peak) and CPU seconds during the load of each process
-(Daphne, the worker, vLLM's engine core) are sampled every second; the
-scheduling policy of the worker and its engine core is read from the kernel.
+(Daphne, the worker, vLLM's engine core with its children, the clients) and
+of the rest of the host are sampled every second; the scheduling policy of
+the worker and its engine core is read from the kernel.
 
 Writes ``<out>.json`` and ``<out>.md`` (default ``docs/benchmarks/ward``).
 Runs a model: ``flock /tmp/cpu.lock .venv/bin/python -m bench ward`` on a
@@ -54,7 +57,7 @@ from pathlib import Path
 from bench.workloads import ROOT
 
 #: Configuration → the worker's RERUN_CPU_PRIORITY (None: no worker).
-CONFIGS = {"no worker": None, "normal": "normal", "idle": "idle"}
+CONFIGS = {"no worker": None, "normal": "normal", "idle": "idle", "no worker again": None}
 BASELINE = "no worker"
 VERIFICATION_END = ("verified", "verification_failed")
 POLICY_NAMES = {0: "SCHED_OTHER", 1: "SCHED_FIFO", 2: "SCHED_RR", 3: "SCHED_BATCH", 5: "SCHED_IDLE"}
@@ -180,10 +183,11 @@ async def ward_load(server, sessions: list[str], texts: list[list[str]], max_loa
 
 
 class Sampler:
-    """Peak RSS (GiB) and CPU seconds of named processes, every
-    ``interval_s``, from a thread. Processes are found by ``targets()``
-    (name → pid), called each round, so an engine core that appears later is
-    picked up."""
+    """Peak RSS (GiB) and CPU seconds of named groups of processes, every
+    ``interval_s``, from a thread; and the CPU seconds the whole host spent
+    meanwhile, so that what ran outside those groups shows (``other``).
+    Groups are found by ``targets()`` (name → pids), called each round, so a
+    process that appears later is picked up from then on."""
 
     def __init__(self, targets, interval_s: float = 1.0) -> None:
         self.targets = targets
@@ -191,7 +195,8 @@ class Sampler:
         self.peak_rss: dict[str, float] = {}
         self.cpu_s: dict[str, float] = {}
         self.cpu_s_at_mark: dict[str, float] = {}
-        self._start_cpu: dict[str, float] = {}
+        self._cpu: dict[str, dict[int, list[float]]] = {}  # name → pid → [first, last]
+        self._host_start: float | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ward-sampler", daemon=True)
@@ -206,20 +211,36 @@ class Sampler:
             self._sample()
             self.cpu_s_at_mark = dict(self.cpu_s)
 
+    @staticmethod
+    def _host_busy_s() -> float:
+        import psutil
+
+        times = psutil.cpu_times()
+        return sum(times) - times.idle - getattr(times, "iowait", 0.0) - getattr(times, "guest", 0.0) \
+            - getattr(times, "guest_nice", 0.0)
+
     def _sample(self) -> None:
         import psutil
 
-        for name, pid in self.targets().items():
-            try:
-                process = psutil.Process(pid)
-                rss = process.memory_info().rss / 2**30
-                times = process.cpu_times()
-            except psutil.NoSuchProcess:
-                continue
-            cpu = times.user + times.system
-            self._start_cpu.setdefault(name, cpu)
-            self.cpu_s[name] = round(cpu - self._start_cpu[name], 1)
+        busy = self._host_busy_s()
+        if self._host_start is None:
+            self._host_start = busy
+        for name, pids in self.targets().items():
+            rss = 0.0
+            for pid in pids:
+                try:
+                    process = psutil.Process(pid)
+                    rss += process.memory_info().rss / 2**30
+                    times = process.cpu_times()
+                except psutil.NoSuchProcess:
+                    continue
+                cpu = times.user + times.system
+                self._cpu.setdefault(name, {}).setdefault(pid, [cpu, cpu])[1] = cpu
             self.peak_rss[name] = round(max(rss, self.peak_rss.get(name, 0.0)), 2)
+        for name, seen in self._cpu.items():
+            self.cpu_s[name] = round(sum(last - first for first, last in seen.values()), 1)
+        mine = sum(v for k, v in self.cpu_s.items() if k != "other")
+        self.cpu_s["other"] = round(max(0.0, busy - self._host_start - mine), 1)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -234,6 +255,25 @@ class Sampler:
         self._stop.set()
         self._thread.join()
         self._round()
+
+
+def process_tree(pid: int) -> list[dict]:
+    """``pid`` and its descendants: ``{"pid", "name", "rss_gib"}`` each."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+    tree = []
+    for process in processes:
+        try:
+            tree.append({"pid": process.pid, "name": process.name(),
+                         "rss_gib": round(process.memory_info().rss / 2**30, 2)})
+        except psutil.NoSuchProcess:
+            continue
+    return tree
 
 
 def policy_name(pid: int) -> str:
@@ -298,7 +338,8 @@ def summary(name: str, result: dict) -> dict:
                                         and r["done_at"] + r["verified_s"] <= result["load_s"]),
             "load_s": result["load_s"], "drain_s": result["drain_s"],
             "peak_rss_gib": result["peak_rss_gib"], "cpu_s_during_load": result["cpu_s_during_load"],
-            "policies": result["policies"], "worker_ready_s": result["worker_ready_s"]}
+            "policies": result["policies"], "worker_ready_s": result["worker_ready_s"],
+            "worker_tree": result.get("worker_tree", [])}
 
 
 def ratios(summaries: list[dict]) -> dict[str, dict[str, float | None]]:
@@ -343,13 +384,15 @@ def render(report: dict) -> str:
                else "– | ")
             + f"{_cell(s['verified_p50_s'])} / {_cell(s['verified_p95_s'])} | {s['load_s']} |")
     processes = [p for p in ("daphne", "worker", "engine core") if any(p in s["peak_rss_gib"] for s in summaries)]
-    lines += ["", "Peak resident memory (GiB) and CPU seconds used during the load, per process:", "",
+    cpus = processes + [p for p in ("bench clients", "other") if any(p in s["cpu_s_during_load"] for s in summaries)]
+    lines += ["", "Peak resident memory (GiB) per process (the engine core with its own children) and CPU seconds "
+              "used during the load (`other`: the rest of the host, from its total busy time):", "",
               "| configuration | " + " | ".join(f"{p} RSS" for p in processes) + " | "
-              + " | ".join(f"{p} CPU s" for p in processes) + " |",
-              "|---|" + "---|" * (2 * len(processes))]
+              + " | ".join(f"{p} CPU s" for p in cpus) + " |",
+              "|---|" + "---|" * (len(processes) + len(cpus))]
     for s in summaries:
         lines.append(f"| {s['config']} | " + " | ".join(_cell(s["peak_rss_gib"].get(p)) for p in processes) + " | "
-                     + " | ".join(_cell(s["cpu_s_during_load"].get(p)) for p in processes) + " |")
+                     + " | ".join(_cell(s["cpu_s_during_load"].get(p)) for p in cpus) + " |")
     notes = [f"{s['config']}: worker ready {s['worker_ready_s']} s after start, engine core "
              f"{s['policies'].get('engine core', '–')}" for s in summaries if s["priority"]]
     if notes:
@@ -390,19 +433,22 @@ def run_config(name: str, priority: str | None, server, env: dict[str, str], ses
             worker.stop(10)
             raise RuntimeError(f"worker {priority} not ready:\n{tail}") from None
 
-    def targets() -> dict[str, int]:
-        found = {"daphne": server.pid}
+    def targets() -> dict[str, list[int]]:
+        """Daphne; the worker's main process; its engine core with that
+        process's own children; this benchmark (the clients)."""
+        found = {"daphne": [server.pid], "bench clients": [os.getpid()]}
         if worker is not None and worker.process.poll() is None:
-            found["worker"] = worker.pid
+            found["worker"] = [worker.pid]
             cores = engine_core_pids(worker.pid)
             if cores:
-                found["engine core"] = cores[0]
+                found["engine core"] = [cores[0], *(p["pid"] for p in process_tree(cores[0])[1:])]
         return found
 
     policies = {}
-    for process, pid in targets().items():
-        if process != "daphne":
-            policies[process] = policy_name(pid)
+    for process, pids in targets().items():
+        if process not in ("daphne", "bench clients"):
+            policies[process] = policy_name(pids[0])
+    tree = process_tree(worker.pid) if worker is not None else []
     sampler = Sampler(targets).start()
     try:
         result = asyncio.run(ward_load(server, sessions, texts, args.max_load_s,
@@ -415,7 +461,7 @@ def run_config(name: str, priority: str | None, server, env: dict[str, str], ses
           f"{result['drain_s']} s", flush=True)
     return result | {"priority": priority, "peak_rss_gib": sampler.peak_rss,
                      "cpu_s_during_load": sampler.cpu_s_at_mark,
-                     "policies": policies, "worker_ready_s": ready_s}
+                     "policies": policies, "worker_ready_s": ready_s, "worker_tree": tree}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,7 @@ def result(priority, ttft, e2e, verified_s, *, cores=True, load_s=60.0):
                  "verified_s": None, "verification_failed": False, "error": "error:busy"})
     processes = {"daphne": 2.1} | ({"worker": 1.5, "engine core": 10.2} if priority and cores else {})
     return {"rows": rows, "priority": priority, "load_s": load_s, "drain_s": 30.0, "peak_rss_gib": processes,
-            "cpu_s_during_load": {k: 50.0 for k in processes},
+            "cpu_s_during_load": {k: 50.0 for k in processes} | {"bench clients": 3.0, "other": 0.5},
             "policies": {"worker": "SCHED_IDLE", "engine core": "SCHED_IDLE"} if priority else {},
             "worker_ready_s": 70.0 if priority else None}
 
@@ -37,8 +37,8 @@ def test_each_configuration_is_compared_with_the_no_worker_baseline_of_the_same_
             "| 60.0 |") in text
     assert ("| idle | SCHED_IDLE | 3 (1) | 400.0 / 580.0 | 2.0× / 2.0× | 2000.0 / 2900.0 | 1.0× / 1.0× | 2 | "
             "1 / 0 (1) | 5.0 / 5.0 | 60.0 |") in text
-    assert "| idle | 2.1 | 1.5 | 10.2 | 50.0 | 50.0 | 50.0 |" in text
-    assert "| no worker | 2.1 | – | – | 50.0 | – | – |" in text
+    assert "| idle | 2.1 | 1.5 | 10.2 | 50.0 | 50.0 | 50.0 | 3.0 | 0.5 |" in text
+    assert "| no worker | 2.1 | – | – | 50.0 | – | – | 3.0 | 0.5 |" in text
     assert "idle: worker ready 70.0 s after start, engine core SCHED_IDLE" in text
     assert "Errors: no worker: error:busy; idle: error:busy." in text
     assert text.endswith("Reading: idle costs nothing.\n")
