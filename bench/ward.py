@@ -26,6 +26,9 @@ the client. The sockets stay open for up to ``--drain-s`` more seconds while
 the worker verifies what the gate queued; done → verified is timed at the
 client (``done`` frame → ``verified`` frame of the same id). What is still
 queued when a configuration ends is purged before the next one starts.
+Each load starts once the rest of the host has been quiet for 3 s (at most
+``--quiet-timeout-s``): on a shared machine another engineer's tests would
+otherwise take CPU from one configuration and not from the next.
 Resident memory (peak) and CPU seconds during the load of each process
 (Daphne, the worker, vLLM's engine core with its children, the clients) and
 of the rest of the host are sampled every second; the scheduling policy of
@@ -257,6 +260,23 @@ class Sampler:
         self._round()
 
 
+def host_quiet(targets, timeout_s: float, window_s: float = 3.0, busy_s: float = 0.3) -> float | None:
+    """Wait until the rest of the host (outside ``targets()``) used less
+    than ``busy_s`` CPU seconds in ``window_s`` (another engineer's tests
+    on a shared machine); returns the seconds waited, ``None`` when it was
+    still busy after ``timeout_s`` (measured anyway, and the ``other`` CPU
+    column shows it)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        sampler = Sampler(targets)
+        sampler.mark()
+        time.sleep(window_s)
+        sampler.mark()
+        if sampler.cpu_s_at_mark.get("other", 0.0) < busy_s:
+            return round(time.monotonic() - started, 1)
+    return None
+
+
 def process_tree(pid: int) -> list[dict]:
     """``pid`` and its descendants: ``{"pid", "name", "rss_gib"}`` each."""
     import psutil
@@ -339,7 +359,7 @@ def summary(name: str, result: dict) -> dict:
             "load_s": result["load_s"], "drain_s": result["drain_s"],
             "peak_rss_gib": result["peak_rss_gib"], "cpu_s_during_load": result["cpu_s_during_load"],
             "policies": result["policies"], "worker_ready_s": result["worker_ready_s"],
-            "worker_tree": result.get("worker_tree", [])}
+            "worker_tree": result.get("worker_tree", []), "quiet_wait_s": result.get("quiet_wait_s")}
 
 
 def ratios(summaries: list[dict]) -> dict[str, dict[str, float | None]]:
@@ -397,6 +417,10 @@ def render(report: dict) -> str:
              f"{s['policies'].get('engine core', '–')}" for s in summaries if s["priority"]]
     if notes:
         lines += ["", "Workers: " + "; ".join(notes) + "."]
+    quiet = [f"{s['config']} {s['quiet_wait_s']} s" if s["quiet_wait_s"] is not None else f"{s['config']} never"
+             for s in summaries if "quiet_wait_s" in s]
+    if quiet:
+        lines += ["", "Rest of the host quiet (under 0.3 CPU s in 3 s) before each load after: " + ", ".join(quiet) + "."]
     errors = [f"{s['config']}: {', '.join(s['error_samples'])}" for s in summaries if s["errors"]]
     if errors:
         lines += ["", "Errors: " + "; ".join(errors) + "."]
@@ -449,6 +473,7 @@ def run_config(name: str, priority: str | None, server, env: dict[str, str], ses
         if process not in ("daphne", "bench clients"):
             policies[process] = policy_name(pids[0])
     tree = process_tree(worker.pid) if worker is not None else []
+    quiet_wait_s = host_quiet(targets, args.quiet_timeout_s)
     sampler = Sampler(targets).start()
     try:
         result = asyncio.run(ward_load(server, sessions, texts, args.max_load_s,
@@ -461,7 +486,8 @@ def run_config(name: str, priority: str | None, server, env: dict[str, str], ses
           f"{result['drain_s']} s", flush=True)
     return result | {"priority": priority, "peak_rss_gib": sampler.peak_rss,
                      "cpu_s_during_load": sampler.cpu_s_at_mark,
-                     "policies": policies, "worker_ready_s": ready_s, "worker_tree": tree}
+                     "policies": policies, "worker_ready_s": ready_s, "worker_tree": tree,
+                     "quiet_wait_s": quiet_wait_s}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -474,6 +500,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ready-timeout-s", type=float, default=600)
     parser.add_argument("--warmup-timeout-s", type=float, default=600)
     parser.add_argument("--worker-stop-s", type=float, default=20)
+    parser.add_argument("--quiet-timeout-s", type=float, default=180,
+                        help="wait at most this long for the rest of the host to go quiet before each load")
     parser.add_argument("--engine", choices=("default", "fake"), default="default",
                         help="fake: both engines fake (no model), to check the harness")
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL", ""))
