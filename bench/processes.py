@@ -1,7 +1,7 @@
 """Server processes on free loopback ports: the product's Daphne and the
-engines' own OpenAI-compatible servers; and what the benchmarks and live
-tests read from running processes (vLLM's engine-core children, resident
-memory, ``/readyz``).
+engines' own OpenAI-compatible servers; the re-run worker (Celery); and
+what the benchmarks and live tests read from running processes (vLLM's
+engine-core children, resident memory, ``/readyz``).
 
 Shared by the test suite (``tests/conftest.py``, ``tests/live/``) and the
 benchmarks. Every server logs to a file and is stopped with SIGTERM
@@ -118,6 +118,60 @@ class DaphneServer(ServerProcess):
             if response.status_code != 302:
                 raise RuntimeError(f"login failed with HTTP {response.status_code}: {response.text[:500]}")
             return client.cookies["sessionid"]
+
+
+class CeleryWorker:
+    """A real re-run worker in its own process: ``celery -A clinical worker
+    -Q rerun --pool solo --concurrency 1`` as ``make run`` starts it, without
+    Celery's heartbeat, mingle and gossip (a lone worker needs none), as
+    ``<name>@<host>``, logging to ``log_path``."""
+
+    def __init__(self, env: dict[str, str], log_path: Path, name: str) -> None:
+        self.log_path = log_path
+        self._log = open(log_path, "wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "clinical", "worker", "-Q", "rerun",
+             "--pool", "solo", "--concurrency", "1", "--without-heartbeat", "--without-mingle",
+             "--without-gossip", "--loglevel", "INFO", "--hostname", f"{name}@%h"],
+            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def logs(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL: no clean-up, no acknowledgement."""
+        self.process.kill()
+        self.process.wait()
+
+    def stop(self, timeout_s: float = 30) -> None:
+        """SIGTERM (Celery's warm shutdown: the task in hand ends first),
+        SIGKILL after ``timeout_s``; then any child still running (vLLM's
+        engine core after a SIGKILL) is killed too."""
+        import psutil
+
+        try:
+            children = psutil.Process(self.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            children = []
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        for child in children:
+            try:
+                child.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(children, timeout=10)
+        self._log.close()
 
 
 def engine_core_pids(pid: int) -> list[int]:

@@ -283,6 +283,13 @@ RERUN_GPU_MEMORY_UTILIZATION = float(os.environ.get("RERUN_GPU_MEMORY_UTILIZATIO
 # seconds (kept 3x as long), for /readyz, /metrics and the admin dashboard.
 RERUN_LANE_HEARTBEAT_S = float(os.environ.get("RERUN_LANE_HEARTBEAT_S", "10"))
 RERUN_DTYPE = os.environ.get("RERUN_DTYPE", "float32")
+# The worker's CPU priority, set when it starts, before its engine loads
+# (clinical/rerun/cpu_priority.py): idle (Linux SCHED_IDLE, else nice 19: the
+# clinicians' engine gets the cores first, re-runs use idle time), normal, or
+# auto = idle where the re-run engine runs on the CPU, normal on a CUDA host.
+RERUN_CPU_PRIORITY = os.environ.get("RERUN_CPU_PRIORITY", "auto").strip().lower() or "auto"
+if RERUN_CPU_PRIORITY not in ("auto", "idle", "normal"):
+    raise ImproperlyConfigured(f"RERUN_CPU_PRIORITY must be auto, idle or normal, not {RERUN_CPU_PRIORITY!r}")
 RERUN_SOFT_TIME_LIMIT_S = int(os.environ.get("RERUN_SOFT_TIME_LIMIT_S", "900"))
 RERUN_TIME_LIMIT_S = int(os.environ.get("RERUN_TIME_LIMIT_S", "960"))
 RERUN_MAX_RETRIES = int(os.environ.get("RERUN_MAX_RETRIES", "3"))

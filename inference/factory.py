@@ -158,6 +158,20 @@ def resolve_engine_name(name: str, device: str | None = None) -> str:
     return name
 
 
+def engine_device(config: EngineConfig) -> str:
+    """The device ``config``'s engine will run on, ``cpu`` or ``cuda``,
+    without building it: the fake engine and llama.cpp on ``auto`` run on
+    the CPU (no torch import to look for CUDA), anything else resolves
+    ``config.device`` (:func:`resolve_device`).
+
+    Raises:
+        ValueError: see :func:`resolve_device`.
+    """
+    if config.engine in ("fake", "llamacpp") and config.device == "auto":
+        return "cpu"
+    return resolve_device(config.device)
+
+
 def create_engine(config: EngineConfig) -> Engine:
     """Build (not start) the configured engine.
 
@@ -167,10 +181,7 @@ def create_engine(config: EngineConfig) -> Engine:
     """
     from inference import models
 
-    if config.engine in ("fake", "llamacpp") and config.device == "auto":
-        device = "cpu"  # these run on the CPU: no need to import torch to look for CUDA
-    else:
-        device = resolve_device(config.device)
+    device = engine_device(config)
     name = resolve_engine_name(config.engine, device)
     logger.info("inference engine selected: %s on %s (configured engine=%s device=%s)",
                 name, _describe_device(device) if name == "vllm" else "cpu", config.engine, config.device)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -21,8 +20,8 @@ import pytest
 import redis
 from django.conf import settings
 
+from bench.processes import CeleryWorker, free_port
 from bench.processes import DaphneServer as _DaphneServer
-from bench.processes import free_port
 from bench.shared_data import SharedDataMissing, shared_data_file
 from clinical.translation.engine import engine_set
 from inference.fake_engine import FakeEngine
@@ -219,38 +218,6 @@ def daphne_server(stack_env, tmp_path):
     yield start
     for server in servers:
         server.stop()
-
-
-class CeleryWorker:
-    """A real ``celery worker`` process on the ``rerun`` queue."""
-
-    def __init__(self, env: dict[str, str], log_path: Path, name: str) -> None:
-        self.log_path = log_path
-        self._log = open(log_path, "wb")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "clinical", "worker", "-Q", "rerun",
-             "--pool", "solo", "--concurrency", "1", "--without-heartbeat", "--without-mingle",
-             "--without-gossip", "--loglevel", "INFO", "--hostname", f"{name}@%h"],
-            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
-        )
-
-    def logs(self) -> str:
-        self._log.flush()
-        return self.log_path.read_text(errors="replace")
-
-    def kill(self) -> None:
-        """SIGKILL: no clean-up, no acknowledgement."""
-        self.process.kill()
-        self.process.wait()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        self._log.close()
 
 
 @pytest.fixture

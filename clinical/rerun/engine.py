@@ -40,7 +40,7 @@ from django.conf import settings
 
 from clinical.rerun import lane
 from inference.base import Engine, EngineError
-from inference.factory import EngineConfig, create_engine
+from inference.factory import EngineConfig, create_engine, engine_device
 from inference.supervisor import EngineSupervisor
 
 logger = logging.getLogger(__name__)
@@ -130,6 +130,15 @@ def rerun_engine_config() -> EngineConfig:
                         quantization="none", n_ctx=settings.INFERENCE_N_CTX,
                         gpu_memory_utilization=settings.RERUN_GPU_MEMORY_UTILIZATION,
                         gpu_memory_setting="RERUN_GPU_MEMORY_UTILIZATION")
+
+
+def rerun_engine_device() -> str:
+    """Where the re-run engine runs, ``cpu`` or ``cuda``, without finding
+    its weights or loading it: ``RERUN_ENGINE`` on the device
+    :func:`rerun_engine_config` leaves at :class:`EngineConfig`'s default
+    (``auto``: CUDA when torch sees a device; the fake engine and llama.cpp
+    on the CPU), as :func:`inference.factory.engine_device` resolves it."""
+    return engine_device(EngineConfig(engine=settings.RERUN_ENGINE))
 
 
 def rerun_supervisor() -> EngineSupervisor:

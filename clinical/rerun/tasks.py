@@ -9,6 +9,7 @@ from celery.signals import worker_init, worker_ready, worker_shutdown
 from django.conf import settings
 
 from clinical.rerun import execute, lane
+from clinical.rerun.cpu_priority import cpu_priority_apply
 from clinical.rerun.engine import (
     EXIT_CONFIG,
     RerunModelRefused,
@@ -47,6 +48,14 @@ def translation_verify(self, translation_id: int) -> None:
     """Re-run translation ``translation_id`` in full precision (queue
     ``rerun``). Idempotent: a completed re-run is never run again."""
     execute.rerun_execute(translation_id=translation_id)
+
+
+@worker_init.connect
+def _set_cpu_priority(sender=None, **kwargs) -> None:
+    """First, in the main thread, before the engine or Celery's own threads
+    exist: ``RERUN_CPU_PRIORITY`` (:mod:`clinical.rerun.cpu_priority`), which
+    they then inherit."""
+    cpu_priority_apply()
 
 
 @worker_init.connect

@@ -1,0 +1,596 @@
+"""``python -m bench ward``: a ward of clinicians translating at once, with
+the re-run worker off, at normal CPU priority and at idle priority
+(``RERUN_CPU_PRIORITY``, clinical/rerun/cpu_priority.py), in one run.
+
+The full stack as ``make run`` starts it: Redis from
+``scripts/ensure_redis.py``, the fp32 copy of the default model for vLLM
+(``python -m inference.models prepare --with-default-hf``), ``python -m
+clinical.serve`` with the default model and settings (started once, the
+cluster warm-up awaited), and per configuration:
+
+* ``no worker``: the baseline;
+* ``normal``: a real Celery re-run worker with the default re-run engine
+  (vLLM, float32) at ``RERUN_CPU_PRIORITY=normal``;
+* ``idle``: the same worker at ``RERUN_CPU_PRIORITY=idle`` (``SCHED_IDLE``);
+* ``no worker again``: the baseline once more, last, to show how far the
+  host drifted during the run (the ratios are to the first).
+
+A worker is measured only once its engine reports ready in Redis (the
+lane's heartbeat, clinical/rerun/lane.py, read through ``/readyz``). Then
+``--clients`` logged-in clinicians, one WebSocket each, translate
+``--per-client`` laymaker-dev sentences each (``ORIGINAL`` column, the same
+sentences in every configuration) in a closed loop: the next as soon as the
+previous one's ``done`` frame arrives, none sent after ``--max-load-s``; an
+unmeasured pass of the same load runs once before the first configuration
+(``--no-warmup-pass`` skips it: the first pass after start took 2.4x the
+engine's CPU seconds of later ones here).
+TTFT (translate frame sent → first ``token`` frame) and E2E (→ ``done``) at
+the client. The sockets stay open for up to ``--drain-s`` more seconds while
+the worker verifies what the gate queued; done → verified is timed at the
+client (``done`` frame → ``verified`` frame of the same id). What is still
+queued when a configuration ends is purged before the next one starts.
+Each load starts once the rest of the host has been quiet for 3 s (at most
+``--quiet-timeout-s``): on a shared machine another engineer's tests would
+otherwise take CPU from one configuration and not from the next.
+Resident memory (peak) and CPU seconds during the load of each process
+(Daphne, the worker, vLLM's engine core with its children, the clients) and
+of the rest of the host are sampled every second; the scheduling policy of
+the worker and its engine core is read from the kernel.
+
+Writes ``<out>.json`` and ``<out>.md`` (default ``docs/benchmarks/ward``).
+Runs a model: ``flock /tmp/cpu.lock .venv/bin/python -m bench ward`` on a
+shared machine. ``--engine fake`` runs the same flow on the fake engines
+(no model, seconds) to check the harness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from bench.workloads import ROOT
+
+#: Configuration → the worker's RERUN_CPU_PRIORITY (None: no worker).
+CONFIGS = {"no worker": None, "normal": "normal", "idle": "idle", "no worker again": None}
+BASELINE = "no worker"
+VERIFICATION_END = ("verified", "verification_failed")
+POLICY_NAMES = {0: "SCHED_OTHER", 1: "SCHED_FIFO", 2: "SCHED_RR", 3: "SCHED_BATCH", 5: "SCHED_IDLE"}
+
+
+def ward_texts(clients: int, per_client: int) -> list[list[str]]:
+    """Each clinician's sentences: laymaker-dev ``ORIGINAL`` sentences of at
+    least 6 words, dealt out in order, ``per_client`` each."""
+    from bench.workloads import short_texts
+
+    texts = short_texts(clients * per_client)
+    return [texts[i * per_client:(i + 1) * per_client] for i in range(clients)]
+
+
+class Clinician:
+    """One logged-in clinician's socket: a reader task files verification
+    frames by id (with their arrival time) and hands every other frame to
+    :meth:`translate`."""
+
+    def __init__(self, sock) -> None:
+        self.socket = sock
+        self.frames: asyncio.Queue = asyncio.Queue()
+        self.verification: dict[str, dict] = {}
+        self.reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        try:
+            async for message in self.socket:
+                now = time.perf_counter()
+                frame = json.loads(message)
+                kind = frame.get("type")
+                if kind in ("verifying", *VERIFICATION_END):
+                    key = kind if kind != "verifying" else f"verifying_{frame.get('state', '')}"
+                    self.verification.setdefault(frame.get("id", ""), {}).setdefault(key, now)
+                    if kind == "verified":
+                        self.verification[frame["id"]]["rerun_ms"] = frame.get("rerun_ms")
+                        self.verification[frame["id"]]["queue_wait_ms"] = frame.get("queue_wait_ms")
+                else:
+                    await self.frames.put((now, frame))
+        except Exception as exc:  # noqa: BLE001 - the socket closed: translate() sees it
+            await self.frames.put((time.perf_counter(), {"type": "closed", "error": type(exc).__name__}))
+        else:
+            await self.frames.put((time.perf_counter(), {"type": "closed", "error": "closed"}))
+
+    async def translate(self, text: str) -> dict:
+        """Send one translation and wait for its end. Returns ``{"id",
+        "ttft_ms", "e2e_ms", "done_at", "verification", "rerun_reason",
+        "error"}`` (``done_at``: ``perf_counter()`` of the ``done`` frame)."""
+        sent = time.perf_counter()
+        row: dict = {"id": None, "ttft_ms": None, "e2e_ms": None, "done_at": None, "verification": None,
+                     "rerun_reason": "", "tokens_out": None, "error": None}
+        await self.socket.send(json.dumps({"type": "translate", "text": text}))
+        while True:
+            now, frame = await self.frames.get()
+            kind = frame.get("type")
+            if kind == "started":
+                row["id"] = frame.get("id")
+            elif kind == "token" and row["id"] and row["ttft_ms"] is None:
+                row["ttft_ms"] = round((now - sent) * 1000, 1)
+            elif kind == "done" and frame.get("id") == row["id"]:
+                row.update(e2e_ms=round((now - sent) * 1000, 1), done_at=now,
+                           verification=frame.get("verification"), rerun_reason=frame.get("rerun_reason") or "",
+                           tokens_out=frame.get("tokens_out"))
+                return row
+            elif kind in ("error", "cancelled", "closed"):
+                row.update(error=f"{kind}:{frame.get('code') or frame.get('error') or ''}",
+                           e2e_ms=round((now - sent) * 1000, 1))
+                return row
+            # glossary frames (of this or an earlier translation) are skipped
+
+    async def close(self) -> None:
+        await self.socket.close()
+        self.reader.cancel()
+
+
+async def ward_load(server, sessions: list[str], texts: list[list[str]], max_load_s: float,
+                    drain_s: float, on_load_end=lambda: None) -> dict:
+    """Every clinician translates its texts in a closed loop (none sent
+    after ``max_load_s``); ``on_load_end()`` is called when the last
+    translation is done; then the sockets wait up to ``drain_s`` for the
+    verifications the gate queued. Returns rows, the load's wall time and
+    the drain's."""
+    from websockets.asyncio.client import connect
+
+    clinicians = [Clinician(await connect(
+        server.ws_url + "/ws/translate/", open_timeout=60, max_size=2**22,
+        additional_headers={"Cookie": f"sessionid={session}", "Origin": server.base_url})) for session in sessions]
+    rows: list[dict] = []
+    started = time.perf_counter()
+
+    async def one(clinician: Clinician, own: list[str]) -> None:
+        for text in own:
+            if time.perf_counter() - started > max_load_s:
+                break
+            rows.append(await clinician.translate(text) | {"client": clinicians.index(clinician)})
+
+    try:
+        await asyncio.gather(*(one(c, own) for c, own in zip(clinicians, texts)))
+        load_end = time.perf_counter()
+        on_load_end()
+        queued = {r["id"] for r in rows if r["verification"] == "pending"}
+
+        def unfinished() -> set[str]:
+            ended = {i for c in clinicians for i, v in c.verification.items() if any(k in v for k in VERIFICATION_END)}
+            return queued - ended
+
+        while unfinished() and time.perf_counter() - load_end < drain_s:
+            await asyncio.sleep(0.5)
+        drain_end = time.perf_counter()
+    finally:
+        for clinician in clinicians:
+            await clinician.close()
+    events = {i: v for c in clinicians for i, v in c.verification.items()}
+    for row in rows:
+        event = events.get(row["id"] or "", {})
+        row["verified_s"] = (round(event["verified"] - row["done_at"], 2)
+                             if "verified" in event and row["done_at"] else None)
+        row["verification_failed"] = "verification_failed" in event
+        row["rerun_ms"] = event.get("rerun_ms")
+        row["rerun_queue_wait_ms"] = event.get("queue_wait_ms")
+        row["done_at"] = round(row["done_at"] - started, 3) if row["done_at"] else None
+    return {"rows": rows, "load_s": round(load_end - started, 1), "drain_s": round(drain_end - load_end, 1)}
+
+
+class Sampler:
+    """Peak RSS (GiB) and CPU seconds of named groups of processes, every
+    ``interval_s``, from a thread; and the CPU seconds the whole host spent
+    meanwhile, so that what ran outside those groups shows (``other``).
+    Groups are found by ``targets()`` (name → pids), called each round, so a
+    process that appears later is picked up from then on."""
+
+    def __init__(self, targets, interval_s: float = 1.0) -> None:
+        self.targets = targets
+        self.interval_s = interval_s
+        self.peak_rss: dict[str, float] = {}
+        self.cpu_s: dict[str, float] = {}
+        self.cpu_s_at_mark: dict[str, float] = {}
+        self._cpu: dict[str, dict[int, list[float]]] = {}  # name → pid → [first, last]
+        self._host_start: float | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ward-sampler", daemon=True)
+
+    def _round(self) -> None:
+        with self._lock:
+            self._sample()
+
+    def mark(self) -> None:
+        """Sample now and keep the CPU seconds so far (:attr:`cpu_s_at_mark`)."""
+        with self._lock:
+            self._sample()
+            self.cpu_s_at_mark = dict(self.cpu_s)
+
+    @staticmethod
+    def _host_busy_s() -> float:
+        import psutil
+
+        times = psutil.cpu_times()
+        return sum(times) - times.idle - getattr(times, "iowait", 0.0) - getattr(times, "guest", 0.0) \
+            - getattr(times, "guest_nice", 0.0)
+
+    def _sample(self) -> None:
+        import psutil
+
+        busy = self._host_busy_s()
+        if self._host_start is None:
+            self._host_start = busy
+        for name, pids in self.targets().items():
+            rss = 0.0
+            for pid in pids:
+                try:
+                    process = psutil.Process(pid)
+                    rss += process.memory_info().rss / 2**30
+                    times = process.cpu_times()
+                except psutil.NoSuchProcess:
+                    continue
+                cpu = times.user + times.system
+                self._cpu.setdefault(name, {}).setdefault(pid, [cpu, cpu])[1] = cpu
+            self.peak_rss[name] = round(max(rss, self.peak_rss.get(name, 0.0)), 2)
+        for name, seen in self._cpu.items():
+            self.cpu_s[name] = round(sum(last - first for first, last in seen.values()), 1)
+        mine = sum(v for k, v in self.cpu_s.items() if k != "other")
+        self.cpu_s["other"] = round(max(0.0, busy - self._host_start - mine), 1)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._round()
+
+    def start(self) -> Sampler:
+        self._round()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._round()
+
+
+def host_quiet(targets, timeout_s: float, window_s: float = 3.0, busy_s: float = 0.3) -> float | None:
+    """Wait until the rest of the host (outside ``targets()``) used less
+    than ``busy_s`` CPU seconds in ``window_s`` (another engineer's tests
+    on a shared machine); returns the seconds waited, ``None`` when it was
+    still busy after ``timeout_s`` (measured anyway, and the ``other`` CPU
+    column shows it)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        sampler = Sampler(targets)
+        sampler.mark()
+        time.sleep(window_s)
+        sampler.mark()
+        if sampler.cpu_s_at_mark.get("other", 0.0) < busy_s:
+            return round(time.monotonic() - started, 1)
+    return None
+
+
+def process_tree(pid: int) -> list[dict]:
+    """``pid`` and its descendants: ``{"pid", "name", "rss_gib"}`` each."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+    tree = []
+    for process in processes:
+        try:
+            tree.append({"pid": process.pid, "name": process.name(),
+                         "rss_gib": round(process.memory_info().rss / 2**30, 2)})
+        except psutil.NoSuchProcess:
+            continue
+    return tree
+
+
+def policy_name(pid: int) -> str:
+    """The kernel's scheduling policy (and nice value) of process ``pid``."""
+    try:
+        policy = POLICY_NAMES.get(os.sched_getscheduler(pid), str(os.sched_getscheduler(pid)))
+        nice = os.getpriority(os.PRIO_PROCESS, pid)
+    except OSError:
+        return "gone"
+    return policy + (f", nice {nice}" if nice else "")
+
+
+def worker_ready(base_url: str, name: str, timeout_s: float) -> float:
+    """Seconds until ``/readyz`` shows the worker ``name``'s engine alive
+    (its heartbeat in Redis, clinical/rerun/lane.py).
+
+    Raises:
+        TimeoutError: not within ``timeout_s``.
+    """
+    import httpx
+
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        try:
+            lane = httpx.get(base_url + "/readyz", timeout=30).json().get("rerun_lane", {})
+            if any(str(w.get("worker", "")).startswith(name + "@") and w.get("alive")
+                   for w in lane.get("workers", [])):
+                return round(time.monotonic() - started, 1)
+        except (httpx.HTTPError, ValueError):
+            pass
+        time.sleep(1)
+    raise TimeoutError(f"re-run worker {name} not ready in {timeout_s} s")
+
+
+def rerun_queue_purge(redis_url: str, prefix: str) -> int:
+    """Delete the ``rerun`` queue and the unacknowledged set under the
+    broker key prefix ``prefix``; returns the keys removed."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    keys = [*client.scan_iter(match=f"{prefix}rerun*"), *client.scan_iter(match=f"{prefix}unacked*")]
+    return client.delete(*keys) if keys else 0
+
+
+def summary(name: str, result: dict) -> dict:
+    """One configuration's figures (ms, s, counts) for the table."""
+    from bench.stats import percentiles
+
+    rows = result["rows"]
+    ok = [r for r in rows if not r["error"] and r["ttft_ms"] is not None]
+    ttft, e2e = percentiles([r["ttft_ms"] for r in ok]), percentiles([r["e2e_ms"] for r in ok])
+    queued = [r for r in ok if r["verification"] == "pending"]
+    verified = [r["verified_s"] for r in queued if r["verified_s"] is not None]
+    waited = percentiles(verified)
+    return {"config": name, "priority": result["priority"], "translations": len(ok),
+            "errors": len(rows) - len(ok), "error_samples": sorted({r["error"] for r in rows if r["error"]})[:3],
+            "ttft_p50": ttft["p50"], "ttft_p95": ttft["p95"], "e2e_p50": e2e["p50"], "e2e_p95": e2e["p95"],
+            "reruns_queued": len(queued), "verified": len(verified),
+            "verification_failed": sum(1 for r in queued if r["verification_failed"]),
+            "verified_p50_s": waited["p50"], "verified_p95_s": waited["p95"],
+            "verified_during_load": sum(1 for r in queued if r["verified_s"] is not None
+                                        and r["done_at"] + r["verified_s"] <= result["load_s"]),
+            "load_s": result["load_s"], "drain_s": result["drain_s"],
+            "peak_rss_gib": result["peak_rss_gib"], "cpu_s_during_load": result["cpu_s_during_load"],
+            "policies": result["policies"], "worker_ready_s": result["worker_ready_s"],
+            "worker_tree": result.get("worker_tree", []), "quiet_wait_s": result.get("quiet_wait_s")}
+
+
+def ratios(summaries: list[dict]) -> dict[str, dict[str, float | None]]:
+    """TTFT and E2E P50/P95 of each configuration over the baseline's."""
+    base = next((s for s in summaries if s["config"] == BASELINE), None)
+    out = {}
+    for s in summaries:
+        out[s["config"]] = {key: (round(s[key] / base[key], 2) if base and s[key] and base[key] else None)
+                            for key in ("ttft_p50", "ttft_p95", "e2e_p50", "e2e_p95")}
+    return out
+
+
+def _cell(value, unit: str = "") -> str:
+    return "–" if value is None else f"{value}{unit}"
+
+
+def render(report: dict) -> str:
+    """The Markdown report."""
+    summaries, ratio = report["summary"], report["ratios"]
+    lines = [
+        "# A ward at once: the re-run worker's CPU priority", "",
+        f"Command: `{report['command'].strip()}`. Host: {report['host']}. The stack as `make run` starts it: "
+        f"`python -m clinical.serve` ({report['engine']}), Redis, and per configuration no re-run worker, or a real "
+        f"Celery worker ({report['rerun_engine']}) at `RERUN_CPU_PRIORITY=normal` or `idle`, measured once its "
+        f"engine reported ready. {report['clients']} logged-in clinicians, one WebSocket each, translate "
+        f"{report['per_client']} laymaker-dev sentences each (`ORIGINAL`, the same in every configuration) in a "
+        f"closed loop; TTFT and E2E at the client. The sockets then wait up to {report['drain_s']} s for the "
+        "verifications the gate queued (done → verified at the client)."
+        + (f" Before the first configuration, one unmeasured warm-up pass of the same load "
+           f"({report['warmup_pass']['load_s']} s, TTFT P50 / P95 {report['warmup_pass']['ttft_p50']} / "
+           f"{report['warmup_pass']['ttft_p95']} ms): the first pass after start is slower."
+           if report.get("warmup_pass") else ""), "",
+        "| configuration | worker policy | translations (errors) | TTFT P50 / P95 (ms) | TTFT P50 / P95 vs no "
+        "worker | E2E P50 / P95 (ms) | E2E P50 / P95 vs no worker | re-runs queued | verified / failed by the "
+        "end (verified during the load) | done → verified P50 / P95 (s) | load (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in summaries:
+        r = ratio[s["config"]]
+        lines.append(
+            f"| {s['config']} | {s['policies'].get('worker', '–')} | {s['translations']} ({s['errors']}) | "
+            f"{_cell(s['ttft_p50'])} / {_cell(s['ttft_p95'])} | {_cell(r['ttft_p50'], '×')} / "
+            f"{_cell(r['ttft_p95'], '×')} | {_cell(s['e2e_p50'])} / {_cell(s['e2e_p95'])} | "
+            f"{_cell(r['e2e_p50'], '×')} / {_cell(r['e2e_p95'], '×')} | {s['reruns_queued']} | "
+            + (f"{s['verified']} / {s['verification_failed']} ({s['verified_during_load']}) | " if s["priority"]
+               else "– | ")
+            + f"{_cell(s['verified_p50_s'])} / {_cell(s['verified_p95_s'])} | {s['load_s']} |")
+    processes = [p for p in ("daphne", "worker", "engine core") if any(p in s["peak_rss_gib"] for s in summaries)]
+    cpus = processes + [p for p in ("bench clients", "other") if any(p in s["cpu_s_during_load"] for s in summaries)]
+    lines += ["", "Peak resident memory (GiB) per process (the engine core with its own children) and CPU seconds "
+              "used during the load (`other`: the rest of the host, from its total busy time):", "",
+              "| configuration | " + " | ".join(f"{p} RSS" for p in processes) + " | "
+              + " | ".join(f"{p} CPU s" for p in cpus) + " |",
+              "|---|" + "---|" * (len(processes) + len(cpus))]
+    for s in summaries:
+        lines.append(f"| {s['config']} | " + " | ".join(_cell(s["peak_rss_gib"].get(p)) for p in processes) + " | "
+                     + " | ".join(_cell(s["cpu_s_during_load"].get(p)) for p in cpus) + " |")
+    notes = [f"{s['config']}: worker ready {s['worker_ready_s']} s after start, engine core "
+             f"{s['policies'].get('engine core', '–')}" for s in summaries if s["priority"]]
+    if notes:
+        lines += ["", "Workers: " + "; ".join(notes) + "."]
+    quiet = [f"{s['config']} {s['quiet_wait_s']} s" if s["quiet_wait_s"] is not None else f"{s['config']} never"
+             for s in summaries if "quiet_wait_s" in s]
+    if quiet:
+        lines += ["", "Rest of the host quiet (under 0.3 CPU s in 3 s) before each load after: " + ", ".join(quiet) + "."]
+    errors = [f"{s['config']}: {', '.join(s['error_samples'])}" for s in summaries if s["errors"]]
+    if errors:
+        lines += ["", "Errors: " + "; ".join(errors) + "."]
+    if report.get("reading"):
+        lines += ["", report["reading"]]
+    return "\n".join(lines) + "\n"
+
+
+def host_line() -> str:
+    import psutil
+
+    from bench.batching import uptime
+
+    load = uptime().split("load average:")[-1].strip()
+    return (f"`{socket.gethostname()}`, {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, "
+            f"{platform.machine()}, load average at start {load}")
+
+
+def run_config(name: str, priority: str | None, server, env: dict[str, str], sessions: list[str],
+               texts: list[list[str]], args, log_dir: Path, prefix: str) -> dict:
+    """One configuration: its worker (if any) started and awaited, the load,
+    the drain (none without a worker), the worker stopped."""
+    from bench.processes import CeleryWorker, engine_core_pids
+
+    rerun_queue_purge(env["REDIS_URL"], prefix)
+    worker, ready_s = None, None
+    if priority is not None:
+        worker = CeleryWorker(env | {"RERUN_CPU_PRIORITY": priority}, log_dir / f"worker-{priority}.log",
+                              f"ward-{priority}")
+        try:
+            ready_s = worker_ready(server.base_url, f"ward-{priority}", args.ready_timeout_s)
+        except TimeoutError:
+            tail = worker.logs()[-3000:]
+            worker.stop(10)
+            raise RuntimeError(f"worker {priority} not ready:\n{tail}") from None
+
+    def targets() -> dict[str, list[int]]:
+        """Daphne; the worker's main process; its engine core with that
+        process's own children; this benchmark (the clients)."""
+        found = {"daphne": [server.pid], "bench clients": [os.getpid()]}
+        if worker is not None and worker.process.poll() is None:
+            found["worker"] = [worker.pid]
+            cores = engine_core_pids(worker.pid)
+            if cores:
+                found["engine core"] = [cores[0], *(p["pid"] for p in process_tree(cores[0])[1:])]
+        return found
+
+    policies = {}
+    for process, pids in targets().items():
+        if process not in ("daphne", "bench clients"):
+            policies[process] = policy_name(pids[0])
+    tree = process_tree(worker.pid) if worker is not None else []
+    quiet_wait_s = host_quiet(targets, args.quiet_timeout_s)
+    sampler = Sampler(targets).start()
+    try:
+        result = asyncio.run(ward_load(server, sessions, texts, args.max_load_s,
+                                       args.drain_s if worker is not None else 0, sampler.mark))
+    finally:
+        sampler.stop()
+        if worker is not None:
+            worker.stop(args.worker_stop_s)
+    print(f"[ward] {name}: {len(result['rows'])} translations in {result['load_s']} s, drain "
+          f"{result['drain_s']} s", flush=True)
+    return result | {"priority": priority, "peak_rss_gib": sampler.peak_rss,
+                     "cpu_s_during_load": sampler.cpu_s_at_mark,
+                     "policies": policies, "worker_ready_s": ready_s, "worker_tree": tree,
+                     "quiet_wait_s": quiet_wait_s}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench ward", description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--per-client", type=int, default=3, help="sentences each clinician translates")
+    parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated: " + ", ".join(CONFIGS))
+    parser.add_argument("--max-load-s", type=float, default=300, help="no translation is sent after this")
+    parser.add_argument("--drain-s", type=float, default=180, help="wait this long at most for verifications")
+    parser.add_argument("--ready-timeout-s", type=float, default=600)
+    parser.add_argument("--warmup-timeout-s", type=float, default=600)
+    parser.add_argument("--worker-stop-s", type=float, default=20)
+    parser.add_argument("--quiet-timeout-s", type=float, default=180,
+                        help="wait at most this long for the rest of the host to go quiet before each load")
+    parser.add_argument("--engine", choices=("default", "fake"), default="default",
+                        help="fake: both engines fake (no model), to check the harness")
+    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL", ""))
+    parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks" / "ward"))
+    parser.add_argument("--warmup-pass", action=argparse.BooleanOptionalAction, default=True,
+                        help="one unmeasured pass of the same load first (the first pass after start is slower)")
+    parser.add_argument("--render", metavar="JSON", help="only write the Markdown of an earlier report")
+    args = parser.parse_args(argv)
+    if args.render:
+        report = json.loads(Path(args.render).read_text(encoding="utf-8"))
+        Path(args.render).with_suffix(".md").write_text(render(report), encoding="utf-8")
+        return 0
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown:
+        parser.error(f"unknown configuration(s) {unknown}; choose from {list(CONFIGS)}")
+    began = time.perf_counter()
+    host = host_line()
+
+    os.environ["REDIS_URL"] = subprocess.run([sys.executable, str(ROOT / "scripts" / "ensure_redis.py")],
+                                             capture_output=True, text=True, check=True).stdout.strip()
+    fake = args.engine == "fake"
+    if not fake:  # the worker's fp32 copy of the default model, as make run makes it (once)
+        subprocess.run([sys.executable, "-m", "inference.models", "prepare", "--with-default-hf"],
+                       cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+    from bench.clinician_ttft import WARMED
+    from bench.latency_stack import prepare_stack, redis_cleanup
+    from bench.processes import DaphneServer
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per /readyz poll otherwise
+
+    scratch = Path(tempfile.mkdtemp(prefix="ward-"))
+    run = uuid.uuid4().hex[:8]
+    env, sessions = prepare_stack(args.database_url or f"sqlite:///{scratch}/db.sqlite3", args.clients, run)
+    if fake:
+        env |= {"INFERENCE_ENGINE": "fake", "RERUN_ENGINE": "fake", "FAKE_ENGINE_TOKEN_DELAY_S": "0.02",
+                "PROMPT_CLUSTER_WARMUP": "0", "CONFIDENCE_THRESHOLD": "1.01"}
+    texts = ward_texts(args.clients, args.per_client)
+    results = []
+    server = DaphneServer(env, scratch / "daphne.log")
+    try:
+        server.wait_ready(300)
+        import httpx
+
+        ready = httpx.get(server.base_url + "/readyz", timeout=600)
+        if ready.status_code != 200:
+            raise RuntimeError(f"stack not ready: {ready.text[:300]}")
+        engine = f"{ready.json().get('engine')}, {Path(str(ready.json().get('model'))).name}, " \
+                 f"{ready.json().get('precision')}"
+        if not fake:
+            deadline = time.monotonic() + args.warmup_timeout_s
+            while WARMED not in server.logs() and time.monotonic() < deadline:
+                time.sleep(1)
+        warmup = None
+        if args.warmup_pass:
+            print(f"[ward] warm-up pass ({time.perf_counter() - began:.0f} s)", flush=True)
+            passed = asyncio.run(ward_load(server, sessions, texts, args.max_load_s, 0))
+            warmup = summary("warm-up pass", passed | {"priority": None, "peak_rss_gib": {}, "cpu_s_during_load": {},
+                                                       "policies": {}, "worker_ready_s": None})
+            warmup = {k: warmup[k] for k in ("translations", "errors", "ttft_p50", "ttft_p95", "load_s")}
+        for name in configs:
+            print(f"[ward] {name} ({time.perf_counter() - began:.0f} s)", flush=True)
+            result = run_config(name, CONFIGS[name], server, env, sessions, texts, args, scratch, f"bench-{run}:")
+            results.append(summary(name, result) | {"rows": result["rows"]})
+    finally:
+        server.stop()
+        redis_cleanup(run)
+    summaries = [{k: v for k, v in r.items() if k != "rows"} for r in results]
+    report = {"command": "python -m bench ward " + " ".join(sys.argv[1:] if argv is None else argv),
+              "host": host, "engine": engine,
+              "rerun_engine": "fake" if fake else "vLLM float32, the default model's fp32 copy",
+              "clients": args.clients, "per_client": args.per_client, "drain_s": args.drain_s, "warmup_pass": warmup,
+              "wall_s": round(time.perf_counter() - began, 1), "summary": summaries,
+              "ratios": ratios(summaries), "runs": [{"config": r["config"], "rows": r["rows"]} for r in results]}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    out.with_suffix(".md").write_text(render(report), encoding="utf-8")
+    print(render(report))
+    print(f"[ward] wall {report['wall_s']} s; logs in {scratch}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
