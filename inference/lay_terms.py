@@ -181,11 +181,12 @@ def lay_hints(text: str) -> list[tuple[str, str]]:
         its first letter unless it starts with an abbreviation.
     """
     pairs: list[tuple[int, str, str]] = []
+    seen: set[str] = set()
     for start, surface, (_, definition, source) in find_terms(text):
-        if source != HPO_LAYPERSON:
+        if source != HPO_LAYPERSON or surface.lower() in seen:
             continue
+        seen.add(surface.lower())
         plain = definition.rstrip(".")
         plain = plain if plain[:2].isupper() else plain[:1].lower() + plain[1:]
-        if surface.lower() not in {s.lower() for _, s, _ in pairs}:
-            pairs.append((start, surface, plain))
+        pairs.append((start, surface, plain))
     return [(surface, plain) for _, surface, plain in sorted(pairs)]
