@@ -127,7 +127,18 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATABASES["default"]["TEST"] = {
         "NAME": os.environ.get("DJANGO_TEST_DB", str(VAR_DIR / "test.sqlite3"))
     }
-    DATABASES["default"]["OPTIONS"] = {"timeout": 20}
+    DATABASES["default"]["OPTIONS"] = {
+        # Daphne and the re-run worker write the same file. A deferred
+        # transaction that reads and then writes cannot wait for the other
+        # writer (SQLite answers "database is locked" at once, without the
+        # busy timeout, to avoid a deadlock), so every transaction takes the
+        # write lock when it begins and waits up to ``timeout`` seconds for it
+        # (Django 5.1+, docs: "Enabling WAL / transaction_mode" in the SQLite
+        # notes). WAL lets readers go on while one process writes.
+        "timeout": 20,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
 
 REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"  # empty = unset
 CACHE_PREFIX = os.environ.get("CACHE_PREFIX", "clinical")
