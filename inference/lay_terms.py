@@ -23,7 +23,6 @@ import importlib.util
 import json
 import os
 import re
-import threading
 from pathlib import Path
 
 #: ``source`` values of the vocabulary: HPO layperson synonym, HPO clinical definition.
@@ -33,8 +32,6 @@ PHENOTYPIC_ABNORMALITY = "HP:0000118"
 INDEX_VERSION = 1  # bump when _build_index changes
 _DEFINITION_CHARS = 200
 
-_lock = threading.Lock()
-_index: dict[str, tuple[str, str, str]] | None = None  # key → (term name, definition, source)
 WORD = re.compile(r"[a-z][a-z0-9'-]*")
 
 
@@ -125,20 +122,16 @@ def easy_words() -> frozenset[str]:
     return frozenset(w.strip().lower() for w in words.read_text(encoding="utf-8").splitlines())
 
 
+@functools.cache
 def vocabulary() -> dict[str, tuple[str, str, str]]:
     """The HPO index, ``{key: (term name, definition, source)}``, loaded
     once per process from its cache (built in memory when the cache folder
     is read-only)."""
-    global _index
-    if _index is None:
-        with _lock:
-            if _index is None:
-                try:
-                    loaded = json.loads(prepare().read_text(encoding="utf-8"))
-                except OSError:
-                    loaded = _build_index()
-                _index = {key: tuple(value) for key, value in loaded.items()}
-    return _index
+    try:
+        loaded = json.loads(prepare().read_text(encoding="utf-8"))
+    except OSError:
+        loaded = _build_index()
+    return {key: tuple(value) for key, value in loaded.items()}
 
 
 def find_terms(text: str) -> list[tuple[int, str, tuple[str, str, str]]]:

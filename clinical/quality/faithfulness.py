@@ -63,6 +63,7 @@ drug dictionary and the anatomy index (``python -m bench.faithfulness_rates``).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import itertools
 import json
@@ -152,30 +153,21 @@ WEAK_NUMBER_WORDS = {"one", "a", "an", "un", "una", "uno", "first", "primero", "
 COUNT_WORDS = {"once": 1, "twice": 2, "thrice": 3, "single": 1, "double": 2, "triple": 3, "dozen": 12,
                "couple": 2, "pair": 2, "both": 2, "bilateral": 2, "bilaterally": 2, "dos veces": 2,
                "una vez": 1, "bicuspid": 2, "tricuspid": 3, "biceps": 2, "triceps": 3, "quadriceps": 4}
-_number_lock = threading.Lock()
-_number_re: re.Pattern | None = None
-_number_values: dict[str, Decimal] = {}
-
-
+@functools.cache
 def _number_words_re() -> tuple[re.Pattern, dict[str, Decimal]]:
     """Number words 0-100, tens and hundreds to 1,000, ordinals to 31,
-    English and Spanish (num2words), as one regular expression."""
-    global _number_re
-    if _number_re is None:
-        with _number_lock:
-            if _number_re is None:
-                values: dict[str, Decimal] = {}
-                numbers = list(range(101)) + list(range(200, 1001, 100)) + [1000, 1500, 2000]
-                for n in numbers:
-                    for form in number_words(Decimal(n), ordinal=n <= 31):
-                        values.setdefault(form, Decimal(n))
-                values.update({"half": Decimal("0.5"), "a half": Decimal("0.5"), "medio": Decimal("0.5")})
-                for word, value in COUNT_WORDS.items():
-                    values.setdefault(word, Decimal(value))
-                alternatives = sorted(values, key=len, reverse=True)
-                _number_values.update(values)
-                _number_re = re.compile(r"(?<![a-z])(?:" + "|".join(map(re.escape, alternatives)) + r")(?![a-z])")
-    return _number_re, _number_values
+    English and Spanish (num2words), as one regular expression, with each
+    word's value."""
+    values: dict[str, Decimal] = {}
+    numbers = list(range(101)) + list(range(200, 1001, 100)) + [1000, 1500, 2000]
+    for n in numbers:
+        for form in number_words(Decimal(n), ordinal=n <= 31):
+            values.setdefault(form, Decimal(n))
+    values.update({"half": Decimal("0.5"), "a half": Decimal("0.5"), "medio": Decimal("0.5")})
+    for word, value in COUNT_WORDS.items():
+        values.setdefault(word, Decimal(value))
+    alternatives = sorted(values, key=len, reverse=True)
+    return re.compile(r"(?<![a-z])(?:" + "|".join(map(re.escape, alternatives)) + r")(?![a-z])"), values
 
 
 def _decimal(text: str) -> Decimal | None:
@@ -520,8 +512,6 @@ SIBLING_DISTANCE = 2
 
 INDEX_VERSION = 5
 UBERON_FILE = "UBERON-ontology-v2026-04-01.json.zst"
-_anatomy_lock = threading.Lock()
-_anatomy: dict | None = None
 
 
 def uberon_path() -> Path:
@@ -608,31 +598,29 @@ def prepare() -> Path:
     return path
 
 
+@functools.cache
 def _anatomy_index() -> dict:
-    global _anatomy
-    if _anatomy is None:
-        with _anatomy_lock:
-            if _anatomy is None:
-                try:
-                    index = json.loads(prepare().read_text(encoding="utf-8"))
-                except OSError:  # a read-only cache: build in memory
-                    index = _build_anatomy()
-                generic = frozenset(index["generic"])
-                index["generic"] = generic
-                broad = frozenset(index["broad"])
-                index["ancestors"] = {k: {a: d for a, d in v.items() if a not in generic}
-                                      for k, v in index["ancestors"].items()}
-                index["max_words"] = max(len(k.split()) for k in index["names"])
-                short = "|".join([*_SHORT_ROOT_WORDS.values(), *map(re.escape, ABBREVIATIONS)])
-                long_roots = sorted((r for r in COMBINING_FORMS if r not in _SHORT_ROOT_WORDS), key=len, reverse=True)
-                index["root_re"] = re.compile(
-                    r"(?<![a-z])(?:(?P<short>" + short + r")(?![a-z])|[a-z]{0,8}?(?P<long>"
-                    + "|".join(map(re.escape, long_roots)) + r"))")
-                index["short_re"] = {root: re.compile(p + r"$") for root, p in
-                                     [*_SHORT_ROOT_WORDS.items(), *((a, re.escape(a)) for a in ABBREVIATIONS)]}
-                index["broad_set"] = broad | {i for label in MAJOR_SITES for i in index["names"].get(label, ())}
-                _anatomy = index
-    return _anatomy
+    """The UBERON anatomy index, loaded once per process from its cache
+    (built in memory when the cache folder is read-only)."""
+    try:
+        index = json.loads(prepare().read_text(encoding="utf-8"))
+    except OSError:  # a read-only cache: build in memory
+        index = _build_anatomy()
+    generic = frozenset(index["generic"])
+    index["generic"] = generic
+    broad = frozenset(index["broad"])
+    index["ancestors"] = {k: {a: d for a, d in v.items() if a not in generic}
+                          for k, v in index["ancestors"].items()}
+    index["max_words"] = max(len(k.split()) for k in index["names"])
+    short = "|".join([*_SHORT_ROOT_WORDS.values(), *map(re.escape, ABBREVIATIONS)])
+    long_roots = sorted((r for r in COMBINING_FORMS if r not in _SHORT_ROOT_WORDS), key=len, reverse=True)
+    index["root_re"] = re.compile(
+        r"(?<![a-z])(?:(?P<short>" + short + r")(?![a-z])|[a-z]{0,8}?(?P<long>"
+        + "|".join(map(re.escape, long_roots)) + r"))")
+    index["short_re"] = {root: re.compile(p + r"$") for root, p in
+                         [*_SHORT_ROOT_WORDS.items(), *((a, re.escape(a)) for a in ABBREVIATIONS)]}
+    index["broad_set"] = broad | {i for label in MAJOR_SITES for i in index["names"].get(label, ())}
+    return index
 
 
 def _singular(word: str) -> list[str]:
