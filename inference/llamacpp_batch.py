@@ -74,7 +74,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from inference.base import Delta, EngineError, EnginePreempted
+from inference.base import Delta, EngineDead, EngineError, EnginePreempted
 
 logger = logging.getLogger(__name__)
 
@@ -181,11 +181,23 @@ class BatchScheduler:
             llama_cpp.llama_free(self._ctx)
             self._ctx = None
 
+    @property
+    def running(self) -> bool:
+        """Whether the step thread runs (False once it ended: closed, or the
+        engine died inside a decode)."""
+        return self._thread is not None and self._thread.is_alive()
+
     # -- queue (event loop thread) ------------------------------------------
     def submit(self, job) -> None:
+        """Queue ``job``; a job submitted after the step thread ended gets
+        :class:`EngineDead` at once."""
         with self._cond:
-            self._waiting[job.params.background].append(job)
-            self._cond.notify_all()
+            if not self._stopping and self.running:
+                self._waiting[job.params.background].append(job)
+                self._cond.notify_all()
+                return
+        job.emit(EngineDead(self.engine.health().reason or "llama.cpp batch thread stopped"))
+        job.emit_done()
 
     def wake(self) -> None:
         with self._cond:
@@ -202,6 +214,21 @@ class BatchScheduler:
                     break
             try:
                 self._step()
+            except EngineDead as exc:
+                # The context's KV cache is in an unknown state: every request,
+                # running or waiting, gets the error, and the thread ends (the
+                # supervisor builds a fresh engine).
+                with self._cond:
+                    self._stopping = True
+                    waiting = [job for queue in self._waiting.values() for job in queue]
+                    for queue in self._waiting.values():
+                        queue.clear()
+                for seq in list(self._active):
+                    self._finish(seq, EngineDead(str(exc)))
+                for job in waiting:
+                    job.emit(EngineDead(str(exc)))
+                    job.emit_done()
+                return
             except Exception:  # noqa: BLE001 - every running request gets the error
                 logger.exception("llama.cpp batched step failed")
                 for seq in list(self._active):
@@ -234,6 +261,8 @@ class BatchScheduler:
                 continue
             try:
                 placed = self._place(job)
+            except EngineDead:
+                raise
             except EngineError as exc:
                 with self._cond:
                     queue.popleft()
@@ -296,7 +325,9 @@ class BatchScheduler:
         self.prompt_tokens_evaluated += len(rows) if prompt is None else prompt
         code = llama_cpp.llama_decode(self._ctx, batch)
         if code != 0:
-            raise EngineError(f"llama_decode returned {code}")
+            # As the serial engine (llama-cpp-python's eval raises on any
+            # non-zero return): the KV cache may hold part of the batch.
+            raise self.engine.mark_dead(f"llama_decode returned {code}")
 
     def _step(self) -> None:
         import llama_cpp

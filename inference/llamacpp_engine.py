@@ -251,17 +251,31 @@ class LlamaCppEngine(Engine):
             self._llm = None
 
     def health(self) -> EngineHealth:
-        """``dead`` when the serial engine can no longer decode: llama.cpp
-        returned an error inside a decode (``llama_decode`` failed, so the
-        context's KV cache is in an unknown state), or the worker thread
-        takes no more work (its executor was shut down). Not seen here: a
-        native crash inside llama.cpp, which ends the whole process (its
-        supervisor restarts it)."""
+        """``dead`` when the engine can no longer decode: llama.cpp returned
+        an error inside a decode (``llama_decode`` failed, so the context's
+        KV cache is in an unknown state), or the thread that decodes takes
+        no more work (the serial engine's executor was shut down, or the
+        batched engine's step thread ended). Not seen here: a native crash
+        inside llama.cpp, which ends the whole process (its supervisor
+        restarts it)."""
         if self._dead_reason is not None:
             return EngineHealth("dead", self._dead_reason)
         if self._loaded and getattr(self._executor, "_shutdown", False):
             return EngineHealth("dead", "llama.cpp worker thread stopped")
+        if self._loaded and self._batcher is not None and not self._batcher.running:
+            return EngineHealth("dead", "llama.cpp batch thread stopped")
         return super().health()
+
+    def mark_dead(self, reason: str) -> EngineDead:
+        """Record that llama.cpp failed inside a decode: :meth:`health`
+        answers ``dead`` from now on and every later request is refused.
+
+        Returns:
+            the :class:`EngineDead` to raise to the request that saw it.
+        """
+        self._dead_reason = reason
+        logger.error("llama.cpp engine is dead: %s", reason)
+        return EngineDead(reason)
 
     def _eval(self, llm, tokens: Sequence[int]) -> None:
         """``llm.eval(tokens)`` on the worker thread; a failure inside
@@ -273,9 +287,7 @@ class LlamaCppEngine(Engine):
         try:
             llm.eval(tokens)
         except Exception as exc:  # noqa: BLE001 - any library failure leaves the context suspect
-            self._dead_reason = f"{type(exc).__name__} inside llama.cpp decode"
-            logger.error("llama.cpp engine is dead: %s", self._dead_reason)
-            raise EngineDead(self._dead_reason) from exc
+            raise self.mark_dead(f"{type(exc).__name__} inside llama.cpp decode") from exc
 
     # -- generation --------------------------------------------------------
     async def generate(

@@ -62,3 +62,57 @@ async def test_a_dead_llamacpp_engine_is_rebuilt_by_the_supervisor_and_serves():
         assert (supervisor.deaths, supervisor.rebuilds) == (1, 1)
     finally:
         await supervisor.shutdown()
+
+
+async def test_a_failed_batched_decode_marks_the_engine_dead_and_ends_every_request():
+    """The batched engine (``max_batch`` > 1): a ``llama_decode`` error in a
+    step (a prompt with a token id outside the vocabulary, so llama.cpp
+    answers -1) ends the running request and a waiting one with
+    ``EngineDead``, and the engine refuses later requests."""
+    engine = LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=1024, n_threads=1, precision="q4_1", max_batch=2)
+    try:
+        text, _ = await generate_text(engine, "before", MESSAGES, GenerationParams(max_tokens=4))
+        assert text and engine.health().state == "ready"
+
+        real_prompt_tokens = engine._prompt_tokens
+
+        def poisoned(job):
+            tokens, instructions = real_prompt_tokens(job)
+            if job.request_id == "poisoned":
+                tokens = tokens[:-1] + [10 ** 7]  # SmolLM2 has 49,152
+            return tokens, instructions
+
+        engine._prompt_tokens = poisoned
+        results = await asyncio.gather(
+            generate_text(engine, "poisoned", MESSAGES, GenerationParams(max_tokens=4)),
+            generate_text(engine, "beside", build_messages("Mild edema."), GenerationParams(max_tokens=64)),
+            return_exceptions=True,
+        )
+        assert isinstance(results[0], EngineDead), results
+        assert isinstance(results[1], EngineDead), results
+        health = engine.health()
+        assert (health.state, health.reason) == ("dead", "llama_decode returned -1")
+        with pytest.raises(EngineDead):
+            await generate_text(engine, "after", MESSAGES, GenerationParams(max_tokens=4))
+    finally:
+        await engine.shutdown()
+
+
+async def test_a_dead_batched_engine_is_rebuilt_by_the_supervisor_and_serves():
+    supervisor = EngineSupervisor(
+        lambda: LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=1024, n_threads=1, precision="q4_1", max_batch=2),
+        backoff_s=0.1)
+    try:
+        first = await supervisor.get()
+        await generate_text(first, "warm", MESSAGES, GenerationParams(max_tokens=2))
+        first._batcher.close()  # its step thread ends
+        assert first.health().reason == "llama.cpp batch thread stopped"
+        with pytest.raises(EngineDead):
+            await generate_text(first, "dead", MESSAGES, GenerationParams(max_tokens=4))
+
+        engine = await supervisor.get(wait=True)
+        assert engine is not first and engine.health().alive
+        text, logprobs = await generate_text(engine, "rebuilt", MESSAGES, GenerationParams(max_tokens=8))
+        assert text and len(logprobs) >= 1
+    finally:
+        await supervisor.shutdown()
