@@ -26,10 +26,11 @@ serial engine's within 40 tokens, and the step was slower). On SmolLM2
 (Q4_1) a request's greedy output is then the one-at-a-time engine's,
 whatever else is in the batch (tests/inference/test_llamacpp_batching.py);
 on the default model (Q4_K_M) only on 84-86 % of laymaker-dev sentences
-(``python -m bench batching``, docs/benchmarks/batching.md): a request's
-numbers there depend on what shares its decode steps (which sentences
-differ changes from run to run; turning llama.cpp's weight repacking off
-did not help), which flips near-tie tokens.
+(``python -m bench batching``, docs/benchmarks/batching.md): llama.cpp's
+CPU arithmetic for a row depends on how many rows the step has (from 4 rows
+with its repacked Q4_K weights, from 8 without) and on whether a prompt is
+read whole or in chunks (``python -m bench batch_invariance``,
+docs/benchmarks/batch-invariance.md), which flips near-tie tokens.
 
 The shared instructions (every message but the clinical text: the system
 message and, for the product's cluster prompt, one of 24 example clusters'
