@@ -2,7 +2,7 @@
 on the default model and the product's cluster prompt.
 
     .venv/bin/python -m bench batching [--model PATH] [--levels 1,8,16] [--batch 8,16]
-        [--equality 50] [--n-ctx 4096] [--out docs/benchmarks]
+        [--native 8] [--equality 50] [--n-ctx 4096] [--out docs/benchmarks]
 
 Bare engine (no web stack). Every request is what the product sends for one
 sentence (:func:`inference.examples.cluster_messages` on the shipped pool's
@@ -13,8 +13,10 @@ one of their own cluster's worked examples (such a sentence gets a prefix
 of its own, which a clinician's new text never does): 96 sentences in 15
 clusters.
 
-For the serial engine (``max_batch=1``) and each batched size (``--batch``),
-in one process, one after another:
+For the serial engine (``max_batch=1``), each batched size (``--batch``)
+and each ``--native`` peer (llama.cpp's own ``llama-server --parallel N``,
+:mod:`bench.llama_server`, built from the engine's llama.cpp on first use),
+one after another:
 
 1. load the model and warm the prefix of every cluster the sentences use
    (one-token background requests, as ``clinical.translation.engine`` does
@@ -44,6 +46,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -61,6 +64,14 @@ def rss_mib() -> float:
     import psutil
 
     return round(psutil.Process().memory_info().rss / 2**20, 1)
+
+
+def server_rss_mib(engine) -> float:
+    """Resident memory of a :class:`bench.llama_server.NativeEngine`'s
+    server process (MiB)."""
+    import psutil
+
+    return round(psutil.Process(engine.server.pid).memory_info().rss / 2**20, 1)
 
 
 def uptime() -> str:
@@ -158,6 +169,7 @@ async def run(args) -> dict:
         raise SystemExit(f"the sweep needs {needed} sentences, there are {len(prompts)}")
     eq = list(range(len(prompts)))[-args.equality:] if args.equality else []
     report: dict = {"model": os.path.basename(model), "levels": args.levels, "batch": args.batch,
+                    "native": args.native,
                     "threads": args.threads or os.cpu_count(), "cpus": os.cpu_count(), "n_ctx": args.n_ctx,
                     "output_tokens": args.tokens, "prompt": f"cluster {CLUSTERS}x{PER_CLUSTER}, k {RETRIEVED_K}",
                     "sentences": len(prompts), "clusters_used": len({router.route(t)[0] for t in texts}),
@@ -165,16 +177,28 @@ async def run(args) -> dict:
                     "uptime_before": uptime(), "runs": [], "engines": {}}
     print(report["uptime_before"], flush=True)
     outputs: dict[str, list] = {}
-    for label, max_batch in [("serial", 1)] + [(f"batched-{b}", b) for b in args.batch]:
+    for label, max_batch in ([("serial", 1)] + [(f"batched-{b}", b) for b in args.batch]
+                             + [(f"llama-server-{n}", n) for n in args.native]):
+        native = label.startswith("llama-server")
         before = rss_mib()
         started = time.perf_counter()
-        engine = LlamaCppEngine(model, n_ctx=args.n_ctx, n_threads=args.threads or None, max_batch=max_batch,
-                                precision="q4_k_m")
+        if native:
+            from bench.llama_server import NativeEngine
+
+            engine = NativeEngine(model, slots=max_batch, n_ctx=args.n_ctx, threads=args.threads or os.cpu_count(),
+                                  log_path=Path(tempfile.gettempdir()) / f"bench-{label}.log")
+            rss = (lambda: server_rss_mib(engine))  # noqa: E731 - the server's process, not this one
+        else:
+            engine = LlamaCppEngine(model, n_ctx=args.n_ctx, n_threads=args.threads or None, max_batch=max_batch,
+                                    precision="q4_k_m")
+            rss = rss_mib
         await engine.start()
+        if native:
+            before = rss()
         info = {"max_batch": max_batch, "rss_before_mib": before, "load_s": round(time.perf_counter() - started, 1)}
         try:
             info["warm_s"] = await warm(engine, router, {router.route(t)[0] for t in texts})
-            info["rss_warm_mib"] = rss_mib()
+            info["rss_warm_mib"] = rss()
             print(f"[{time.strftime('%H:%M:%S')}] {label}: loaded {info['load_s']} s, warmed {info['warm_s']} s, "
                   f"RSS {info['rss_warm_mib']} MiB", flush=True)
             report["runs"] += await sweep(engine, label, prompts, args.levels, args.tokens)
@@ -186,11 +210,15 @@ async def run(args) -> dict:
                     got = await asyncio.gather(*(one(engine, f"eq-{i}", prompts[i], 64, False) for i in eq))
                 info["equality_s"] = round(time.perf_counter() - t0, 1)
                 outputs[label] = [(text, lps) for _, text, lps in got]
-            info["rss_after_mib"] = rss_mib()
-            info["snapshots"] = len(engine.prefix_snapshots)
-            info["snapshot_mib"] = round(engine.prefix_snapshots.nbytes / 2**20, 1)
-            info["prefix_evaluations"] = engine.prefix_evaluations
-            info["prefixes_restored"] = engine.prefix_snapshots.restored
+            info["rss_after_mib"] = rss()
+            if native:
+                info["prompt_tokens_evaluated"] = engine.prompt_tokens_evaluated
+                info["prompt_tokens_cached"] = engine.prompt_tokens_cached
+            else:
+                info["snapshots"] = len(engine.prefix_snapshots)
+                info["snapshot_mib"] = round(engine.prefix_snapshots.nbytes / 2**20, 1)
+                info["prefix_evaluations"] = engine.prefix_evaluations
+                info["prefixes_restored"] = engine.prefix_snapshots.restored
         finally:
             await engine.shutdown()
         report["engines"][label] = info
@@ -238,6 +266,12 @@ def targets(report: dict) -> dict:
                 rows.append((f"one client {name} P50 within 10 % of serial",
                              f"{one_client[key]['p50']:.0f} ms against {serial1[key]['p50']:.0f} ms "
                              f"({100 * (ratio - 1):+.1f} %)", ratio <= 1.10))
+        peer = by.get((f"llama-server-{b}", 8))
+        if peer and (label, 8) in by:
+            ratio = by[(label, 8)]["output_tokens_per_s"] / peer["output_tokens_per_s"]
+            rows.append(("output tokens/s at 8 clients >= 0.9x llama-server with the same slots",
+                         f"{ratio:.2f}x ({by[(label, 8)]['output_tokens_per_s']} against "
+                         f"{peer['output_tokens_per_s']} tok/s)", ratio >= 0.9))
         eq = report.get("equality", {}).get(label)
         if eq:
             rows.append(("greedy outputs equal on >= 98 %", f"{eq['equal']} / {eq['sentences']} ({eq['percent']} %)",
@@ -267,9 +301,13 @@ def section(report: dict) -> str:
     lines += ["", "| engine | load s | warm-up s | RSS before / warmed / after MiB | "
               "snapshots (MiB) | prefixes read / restored |", "|---|---|---|---|---|---|"]
     for label, e in report["engines"].items():
+        if "snapshots" in e:
+            cache = f"{e['snapshots']} ({e['snapshot_mib']}) | {e['prefix_evaluations']} / {e['prefixes_restored']}"
+        else:  # llama-server: its prompt cache, in tokens
+            cache = (f"its prompt cache | prompt tokens evaluated {e['prompt_tokens_evaluated']}, "
+                     f"taken from the cache {e['prompt_tokens_cached']}")
         lines.append(f"| {label} | {e['load_s']} | {e['warm_s']} | {e['rss_before_mib']} / {e['rss_warm_mib']} / "
-                     f"{e['rss_after_mib']} | {e['snapshots']} ({e['snapshot_mib']}) | "
-                     f"{e['prefix_evaluations']} / {e['prefixes_restored']} |")
+                     f"{e['rss_after_mib']} | {cache} |")
     for label, rows in report["targets"].items():
         lines += ["", f"Targets (issue 17), {label}:", "", "| target | figure | met |", "|---|---|---|"]
         lines += [f"| {t} | {f} | {'yes' if ok else '**no**'} |" for t, f, ok in rows]
@@ -302,6 +340,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--model", default="", help="GGUF file (default: the product's default model)")
     parser.add_argument("--levels", default="1,8,16")
     parser.add_argument("--batch", default="8,16", help="max_batch of each batched engine, comma-separated")
+    parser.add_argument("--native", default="",
+                        help="llama-server --parallel N peers, comma-separated (built once: bench.llama_server)")
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--equality", type=int, default=50, help="sentences compared (0 = none)")
     parser.add_argument("--threads", type=int, default=0, help="0 = all cores")
@@ -310,8 +350,9 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     args.levels = [int(x) for x in args.levels.split(",") if x]
     args.batch = [int(x) for x in args.batch.split(",") if x]
-    report = asyncio.run(run(args))
+    args.native = [int(x) for x in args.native.split(",") if x and x != "0"]
     args.out.mkdir(parents=True, exist_ok=True)
+    report = asyncio.run(run(args))
     (args.out / "batching.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     print(write_md(report, args.out))
     return 0
