@@ -213,7 +213,7 @@ async def run(args) -> dict:
             info["rss_after_mib"] = rss()
             if native:
                 info["prompt_tokens_evaluated"] = engine.prompt_tokens_evaluated
-                info["prompt_tokens_cached"] = engine.prompt_tokens_cached
+                info["prompt_tokens_sent"] = engine.prompt_tokens_sent
             else:
                 info["snapshots"] = len(engine.prefix_snapshots)
                 info["snapshot_mib"] = round(engine.prefix_snapshots.nbytes / 2**20, 1)
@@ -304,8 +304,8 @@ def section(report: dict) -> str:
         if "snapshots" in e:
             cache = f"{e['snapshots']} ({e['snapshot_mib']}) | {e['prefix_evaluations']} / {e['prefixes_restored']}"
         else:  # llama-server: its prompt cache, in tokens
-            cache = (f"its prompt cache | prompt tokens evaluated {e['prompt_tokens_evaluated']}, "
-                     f"taken from the cache {e['prompt_tokens_cached']}")
+            sent = f" of {e['prompt_tokens_sent']} sent" if "prompt_tokens_sent" in e else ""
+            cache = f"its prompt cache | prompt tokens read {e['prompt_tokens_evaluated']}{sent}"
         lines.append(f"| {label} | {e['load_s']} | {e['warm_s']} | {e['rss_before_mib']} / {e['rss_warm_mib']} / "
                      f"{e['rss_after_mib']} | {cache} |")
     for label, rows in report["targets"].items():

@@ -120,10 +120,11 @@ class NativeEngine:
         self.server: ServerProcess | None = None
         self._client = None
         self._formatter = None
-        #: Prompt tokens the server evaluated (``timings.prompt_n``) and
-        #: took from its cache (``tokens_cached``), over all requests.
+        #: Prompt tokens sent (``tokens_evaluated``) and those the server
+        #: read (``timings.prompt_n``; the rest came from its prompt cache),
+        #: over all requests.
+        self.prompt_tokens_sent = 0
         self.prompt_tokens_evaluated = 0
-        self.prompt_tokens_cached = 0
 
     async def start(self) -> None:
         import httpx
@@ -163,7 +164,7 @@ class NativeEngine:
                 if chunk.get("stop"):
                     timings = chunk.get("timings") or {}
                     self.prompt_tokens_evaluated += int(timings.get("prompt_n", 0))
-                    self.prompt_tokens_cached += int(chunk.get("tokens_cached", 0) or 0)
+                    self.prompt_tokens_sent += int(chunk.get("tokens_evaluated", 0) or 0)
                     if chunk.get("content"):
                         yield Delta(text=chunk["content"])
                     return
