@@ -69,14 +69,16 @@ _DONE = object()
 #: :class:`inference.factory.EngineConfig`; 1 = the serial engine). The
 #: batched engine (:mod:`inference.llamacpp_batch`) stays opt-in: on the
 #: default model (``python -m bench batching``, 2026-11-25,
-#: docs/benchmarks/batching.md) it is faster under load (16: 2.4x the output
-#: tokens/s at 16 clients, TTFT P95 at 8 clients 3.3 s against 20.1 s, one
-#: client within 4 %) but its greedy outputs equal the serial engine's on
-#: only 84-86 % of sentences (target 98 %), and a failed decode does not
-#: make it report itself dead.
+#: docs/benchmarks/batching.md) it cuts the wait under load (TTFT P95 at 8
+#: clients 2.9 s against 11.2 s, one client unchanged) but its greedy
+#: outputs under load equal the serial engine's on only 84-86 % of sentences
+#: (target 98 %): llama.cpp rounds a step of several rows differently
+#: (docs/benchmarks/batch-invariance.md).
 DEFAULT_MAX_BATCH = 1
-#: Prompt tokens read per decode step while others generate.
-DEFAULT_PREFILL_CHUNK = 32
+#: Prompt tokens read per decode step while others generate: 64 holds every
+#: laymaker-dev sentence's tail (longest 49 tokens after the instructions)
+#: in one chunk, so a request alone gets the serial engine's text.
+DEFAULT_PREFILL_CHUNK = 64
 
 
 @dataclass
@@ -476,12 +478,19 @@ class LlamaCppEngine(Engine):
         # The prefix is always evaluated on its own, then the rest, so a
         # cold cache, a warm one and a restored snapshot give the same
         # numbers; a prefix that is not cached comes back from a snapshot
-        # when one exists (a glossary job in between evicted it).
+        # when one exists (a glossary job in between evicted it). A prefix
+        # cached only in part (another cluster's instructions share the
+        # system message) is read again from position 0: llama.cpp rounds
+        # the same tokens differently in decode calls that start elsewhere,
+        # so reusing the part would make a prefix's numbers, and the texts,
+        # depend on which request came before (7 of 50 laymaker-dev texts,
+        # docs/benchmarks/batched-alone.md), and differ from the batched
+        # engine's, which reads every prefix from position 0.
         cached = llm.input_ids[: llm.n_tokens]
         instructions = min(self._instructions_length(job.messages, tokens), len(tokens) - 1)
         shared = min(_common_prefix(cached, tokens), instructions)
-        if shared < instructions and self.prefix_snapshots.restore(llm, tokens[:instructions]):
-            shared = instructions
+        if shared < instructions:
+            shared = instructions if self.prefix_snapshots.restore(llm, tokens[:instructions]) else 0
         llm.n_tokens = shared
         if shared < instructions:
             self._prefix_evaluations += 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from types import SimpleNamespace
 
 import pytest
 import pytest_asyncio
@@ -246,3 +247,53 @@ async def test_a_translation_after_a_glossary_job_gets_its_instructions_back_fro
     if engine.max_batch == 1:
         assert engine.prefix_snapshots.restored == restored + 1
     assert [d.text for d in after] == reference
+
+
+async def test_an_instruction_prefix_reads_the_same_whatever_request_came_before():
+    """Two example clusters share the system message. The serial engine
+    reads the second cluster's instructions from position 0 even though its
+    cache holds the shared system message from the first: llama.cpp rounds
+    tokens read in a decode call that starts elsewhere differently, so
+    reusing the part would make the prefix's KV snapshot, and so the texts,
+    depend on the request before (docs/benchmarks/batched-alone.md)."""
+    from inference.examples import cluster_messages, default_router
+
+    router = default_router(24, 8)
+    sentence = laymaker_sentences()[5]
+    target = cluster_messages(sentence, router=router)
+    # The smallest other cluster: its prompt shares the system message.
+    other = min((c for c in range(24) if c != router.route(sentence)[0]), key=lambda c: router.sizes[c])
+
+    async def run(engine, messages_list):
+        starts = []
+        real_eval = engine._eval
+
+        def recording_eval(llm, tokens):
+            starts.append((llm.n_tokens, len(tokens)))
+            return real_eval(llm, tokens)
+
+        engine._eval = recording_eval
+        for i, messages in enumerate(messages_list):
+            async for _ in engine.generate(f"r{i}", messages, GenerationParams(max_tokens=1)):
+                pass
+        return starts
+
+    from inference.examples import cluster_prefix_messages
+
+    alone = LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=2048, precision="q4_1")
+    after_other = LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=2048, precision="q4_1")
+    try:
+        await alone.start()
+        await after_other.start()
+        await run(alone, [target])
+        starts = await run(after_other, [cluster_prefix_messages(other, router=router), target])
+        prefix = alone._prompt_tokens(SimpleNamespace(messages=target, params=GenerationParams()))[1]
+        # The target's instructions were read from position 0 in both engines.
+        assert (0, prefix) in starts[-2:], starts
+        snapshot = {key: bytes(value) for key, value in alone.prefix_snapshots._store.items()}
+        other_snapshot = {key: bytes(value) for key, value in after_other.prefix_snapshots._store.items()}
+        key = next(k for k in snapshot if len(k) == prefix)
+        assert other_snapshot[key] == snapshot[key]
+    finally:
+        await alone.shutdown()
+        await after_other.shutdown()
