@@ -46,12 +46,27 @@ async def test_a_failed_llama_decode_marks_the_engine_dead_and_refuses_later_req
         await engine.shutdown()
 
 
-async def test_a_dead_llamacpp_engine_is_rebuilt_by_the_supervisor_and_serves():
-    supervisor = EngineSupervisor(small_engine, backoff_s=0.1)
+def stop_worker_thread(engine) -> None:
+    engine._executor.shutdown(wait=True)  # the serial engine's worker takes no more work
+
+
+def stop_batch_thread(engine) -> None:
+    engine._batcher.close()  # the batched engine's step thread ends
+
+
+@pytest.mark.parametrize(("max_batch", "stop", "reason"), [
+    (1, stop_worker_thread, "llama.cpp worker thread stopped"),
+    (2, stop_batch_thread, "llama.cpp batch thread stopped"),
+])
+async def test_a_dead_llamacpp_engine_is_rebuilt_by_the_supervisor_and_serves(max_batch, stop, reason):
+    supervisor = EngineSupervisor(
+        lambda: LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=1024, n_threads=1, precision="q4_1",
+                               max_batch=max_batch),
+        backoff_s=0.1)
     try:
         first = await supervisor.get()
-        first._executor.shutdown(wait=True)  # its worker thread takes no more work
-        assert first.health().reason == "llama.cpp worker thread stopped"
+        stop(first)
+        assert first.health().reason == reason
         with pytest.raises(EngineDead):
             await generate_text(first, "dead", MESSAGES, GenerationParams(max_tokens=4))
 
@@ -96,23 +111,3 @@ async def test_a_failed_batched_decode_marks_the_engine_dead_and_ends_every_requ
             await generate_text(engine, "after", MESSAGES, GenerationParams(max_tokens=4))
     finally:
         await engine.shutdown()
-
-
-async def test_a_dead_batched_engine_is_rebuilt_by_the_supervisor_and_serves():
-    supervisor = EngineSupervisor(
-        lambda: LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=1024, n_threads=1, precision="q4_1", max_batch=2),
-        backoff_s=0.1)
-    try:
-        first = await supervisor.get()
-        await generate_text(first, "warm", MESSAGES, GenerationParams(max_tokens=2))
-        first._batcher.close()  # its step thread ends
-        assert first.health().reason == "llama.cpp batch thread stopped"
-        with pytest.raises(EngineDead):
-            await generate_text(first, "dead", MESSAGES, GenerationParams(max_tokens=4))
-
-        engine = await supervisor.get(wait=True)
-        assert engine is not first and engine.health().alive
-        text, logprobs = await generate_text(engine, "rebuilt", MESSAGES, GenerationParams(max_tokens=8))
-        assert text and len(logprobs) >= 1
-    finally:
-        await supervisor.shutdown()
