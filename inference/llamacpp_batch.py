@@ -206,7 +206,8 @@ class BatchScheduler:
 
     # -- worker thread ----------------------------------------------------------
     def _loop(self) -> None:
-        while True:
+        dead: EngineDead | None = None
+        while dead is None:
             with self._cond:
                 while not self._stopping and not self._active and not self._waiting[False] \
                         and not self._waiting[True]:
@@ -219,26 +220,22 @@ class BatchScheduler:
                 # The context's KV cache is in an unknown state: every request,
                 # running or waiting, gets the error, and the thread ends (the
                 # supervisor builds a fresh engine).
-                with self._cond:
-                    self._stopping = True
-                    waiting = [job for queue in self._waiting.values() for job in queue]
-                    for queue in self._waiting.values():
-                        queue.clear()
-                for seq in list(self._active):
-                    self._finish(seq, EngineDead(str(exc)))
-                for job in waiting:
-                    job.emit(EngineDead(str(exc)))
-                    job.emit_done()
-                return
+                dead = exc
             except Exception:  # noqa: BLE001 - every running request gets the error
                 logger.exception("llama.cpp batched step failed")
                 for seq in list(self._active):
                     self._finish(seq, EngineError("llama.cpp batched decoding failed"))
+        with self._cond:
+            self._stopping = True  # submit() refuses from now on
+            waiting = [job for queue in self._waiting.values() for job in queue]
+            for queue in self._waiting.values():
+                queue.clear()
         for seq in list(self._active):
-            self._finish(seq, None)
-        for queue in self._waiting.values():
-            while queue:
-                queue.popleft().emit_done()
+            self._finish(seq, EngineDead(str(dead)) if dead else None)
+        for job in waiting:
+            if dead:
+                job.emit(EngineDead(str(dead)))
+            job.emit_done()
 
     def _admit(self) -> None:
         """Move waiting jobs into the batch: interactive first (FIFO); a

@@ -77,7 +77,9 @@ _DONE = object()
 DEFAULT_MAX_BATCH = 1
 #: Prompt tokens read per decode step while others generate: 64 holds every
 #: laymaker-dev sentence's tail (longest 49 tokens after the instructions)
-#: in one chunk, so a request alone gets the serial engine's text.
+#: in one chunk, read whole as the serial engine reads it (alone, 32 and 64
+#: both gave the serial engine's text on 50 of 50 sentences,
+#: docs/benchmarks/batched-alone.md).
 DEFAULT_PREFILL_CHUNK = 64
 
 
