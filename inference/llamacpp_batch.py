@@ -14,6 +14,14 @@ thread runs decode steps, and each step is one ``llama_decode`` of one
   of ``prefill_chunk`` after its instructions), so its text does not depend
   on when its neighbours arrived.
 
+With ``prompts_alone`` (the engine's choice for ``max_batch`` up to
+:data:`INVARIANT_MAX_BATCH`) a step is instead either one prompt's next
+chunk of :data:`SERIAL_N_BATCH` tokens, read on its own exactly as the
+serial engine reads it, or one token of every generating sequence, never
+both; prompt steps and decode steps take turns while both are due. A
+request's greedy text is then the serial engine's whatever runs beside it
+(below).
+
 Requests join and leave between steps (continuous batching). Each keeps its
 own greedy (or temperature) sampling from its own row of logits, its
 log-probabilities, end-of-sequence stop, token limit and cancellation.
@@ -30,7 +38,11 @@ on the default model (Q4_K_M) only on 84-86 % of laymaker-dev sentences
 CPU arithmetic for a row depends on how many rows the step has (from 4 rows
 with its repacked Q4_K weights, from 8 without) and on whether a prompt is
 read whole or in chunks (``python -m bench batch_invariance``,
-docs/benchmarks/batch-invariance.md), which flips near-tie tokens.
+docs/benchmarks/batch-invariance.md), which flips near-tie tokens. Up to 3
+rows, each row of a decode step is computed as if it were alone (the
+repacked kernels take rows 4 at a time and a smaller step row by row), so
+``prompts_alone`` with at most 3 sequences keeps the serial engine's
+numbers bit for bit.
 
 The shared instructions (every message but the clinical text: the system
 message and, for the product's cluster prompt, one of 24 example clusters'
@@ -79,6 +91,17 @@ from inference.base import Delta, EngineDead, EngineError, EnginePreempted
 
 logger = logging.getLogger(__name__)
 
+#: Most sequences whose decode steps llama.cpp computes row by row on the
+#: CPU with its repacked Q4_K weights (the default model's), so that each
+#: row's logits equal those of the same request decoded alone, bit for bit
+#: (``python -m bench batch_invariance``, docs/benchmarks/batch-invariance.md:
+#: exact at 1-3 rows, not from 4; without repacking up to 7).
+INVARIANT_MAX_BATCH = 3
+#: Tokens per ``llama_decode`` when the serial engine reads a prompt
+#: (llama-cpp-python's ``Llama.eval`` splits at its ``n_batch``, default 512);
+#: ``prompts_alone`` reads a prompt's tail at the same offsets.
+SERIAL_N_BATCH = 512
+
 
 def log_softmax_at(logits: np.ndarray, index: int) -> float:
     """``log(softmax(logits)[index])`` computed stably (float64)."""
@@ -116,14 +139,23 @@ class BatchScheduler:
         seq_tokens: KV-cache cells of each sequence (its own stream): the
             longest prompt plus output. The context's KV cache holds
             ``max_batch x seq_tokens`` cells (Qwen2.5-1.5B: 28 KiB each).
-        prefill_chunk: most prompt tokens read per decode step.
+        prefill_chunk: most prompt tokens read per decode step (mixed
+            steps only).
+        prompts_alone: read each prompt in steps of its own, in chunks of
+            :data:`SERIAL_N_BATCH` from the end of its instructions, and
+            decode the generating sequences in the other steps (no step
+            mixes the two). With ``max_batch`` at most
+            :data:`INVARIANT_MAX_BATCH` the texts are the serial engine's.
     """
 
-    def __init__(self, engine, *, max_batch: int, seq_tokens: int, prefill_chunk: int) -> None:
+    def __init__(self, engine, *, max_batch: int, seq_tokens: int, prefill_chunk: int,
+                 prompts_alone: bool = False) -> None:
         self.engine = engine
         self.max_batch = max_batch
         self.seq_tokens = seq_tokens
         self.prefill_chunk = max(1, prefill_chunk)
+        self.prompts_alone = prompts_alone
+        self._prompt_turn = True  # prompts_alone: a prompt step may go next
         self.snapshots = engine.prefix_snapshots
         self.n_batch = max(512, max_batch + self.prefill_chunk)
         self._cond = threading.Condition()
@@ -335,6 +367,8 @@ class BatchScheduler:
         self._admit()
         if not self._active:
             return
+        if self.prompts_alone and self._prompt_step():
+            return
         rows: list[tuple[int, int, int, bool]] = []
         owners: list[_Seq] = []  # the sequence of each row whose logits are read
         decoding = [s for s in self._active if s.pending is not None]
@@ -348,7 +382,7 @@ class BatchScheduler:
         # greedy choices (llama.cpp is not batch-invariant), so a request's
         # text would depend on its neighbours' timing. A chunk that does not
         # fit this step's remaining budget waits for the next step.
-        budget = self.prefill_chunk
+        budget = 0 if self.prompts_alone else self.prefill_chunk
         prompt_rows = 0
         for seq in self._active:
             if seq.pending is not None or seq.pos >= len(seq.tokens):
@@ -378,6 +412,35 @@ class BatchScheduler:
             index += 1
             logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, i), shape=(n_vocab,))
             self._advance(seq, logits)
+
+    def _prompt_step(self) -> bool:
+        """``prompts_alone``: read the next chunk of the oldest prompt still
+        being read, alone in its step, unless generating sequences are due
+        a decode step (prompt and decode steps take turns). Returns whether
+        it decoded."""
+        import llama_cpp
+
+        reading = [s for s in self._active if s.pending is None and s.pos < len(s.tokens)]
+        generating = any(s.pending is not None for s in self._active)
+        if not reading or (generating and not self._prompt_turn):
+            self._prompt_turn = True
+            return False
+        self._prompt_turn = False
+        seq = reading[0]
+        # The serial engine's chunk boundaries: SERIAL_N_BATCH tokens from
+        # where its read starts (the end of the instructions, or 0).
+        start = seq.pos
+        end = min(len(seq.tokens), start + SERIAL_N_BATCH)
+        rows = [(seq.seq_id, seq.tokens[p], p, p == len(seq.tokens) - 1) for p in range(start, end)]
+        self._decode(rows)
+        self.steps += 1
+        self.max_rows = max(self.max_rows, 1)
+        seq.pos = end
+        if end == len(seq.tokens):
+            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, len(rows) - 1),
+                                           shape=(self.engine._llm.n_vocab(),))
+            self._advance(seq, logits)
+        return True
 
     def _advance(self, seq: _Seq, logits: np.ndarray) -> None:
         """Sample ``seq``'s next token from its row of logits and emit it."""

@@ -58,7 +58,7 @@ from inference.base import (
     EnginePreempted,
     GenerationParams,
 )
-from inference.llamacpp_batch import BatchScheduler, log_softmax_at
+from inference.llamacpp_batch import INVARIANT_MAX_BATCH, BatchScheduler, log_softmax_at
 from inference.llamacpp_prefix import DEFAULT_PREFIX_SNAPSHOTS, PrefixSnapshots
 
 logger = logging.getLogger(__name__)
@@ -66,15 +66,17 @@ logger = logging.getLogger(__name__)
 _DONE = object()
 
 #: Requests decoded together by default (``ENGINE_MAX_BATCH``, read by
-#: :class:`inference.factory.EngineConfig`; 1 = the serial engine). The
-#: batched engine (:mod:`inference.llamacpp_batch`) stays opt-in: on the
-#: default model (``python -m bench batching``, 2026-11-25,
-#: docs/benchmarks/batching.md) it cuts the wait under load (TTFT P95 at 8
-#: clients 2.9 s against 11.2 s, one client unchanged) but its greedy
-#: outputs under load equal the serial engine's on only 84-86 % of sentences
-#: (target 98 %): llama.cpp rounds a step of several rows differently
-#: (docs/benchmarks/batch-invariance.md).
-DEFAULT_MAX_BATCH = 1
+#: :class:`inference.factory.EngineConfig`; 1 = the serial engine). 3 is
+#: :data:`inference.llamacpp_batch.INVARIANT_MAX_BATCH`: prompts are read in
+#: steps of their own and a decode step has at most 3 rows, which llama.cpp
+#: computes row by row, so every text and logprob is the serial engine's,
+#: bit for bit, whatever runs beside it. On the default model
+#: (``python -m bench batching``, 2026-11-25, docs/benchmarks/batching.md):
+#: 50 of 50 laymaker-dev texts equal, mean logprob difference 0.0; TTFT P95
+#: at 8 clients 8.0 s against 12.4 s for the serial engine, output tokens/s
+#: 1.22x; one client within 8 %; RSS +243 MiB. ``max_batch`` 8 waits less
+#: under load (2.9 s) but its texts differ on 7 of 50 sentences.
+DEFAULT_MAX_BATCH = 3
 #: Prompt tokens read per decode step while others generate: 64 holds every
 #: laymaker-dev sentence's tail (longest 49 tokens after the instructions)
 #: in one chunk, read whole as the serial engine reads it (alone, 32 and 64
@@ -140,7 +142,10 @@ class LlamaCppEngine(Engine):
         max_batch: requests decoded together (continuous batching,
             :mod:`inference.llamacpp_batch`); 1 = one at a time (the serial
             engine below); default :data:`DEFAULT_MAX_BATCH`.
-        prefill_chunk: batched: most prompt tokens read per decode step.
+        prefill_chunk: batched above :data:`~inference.llamacpp_batch.INVARIANT_MAX_BATCH`:
+            most prompt tokens read per decode step. Up to that batch size
+            prompts are read in steps of their own and the texts are the
+            serial engine's (:mod:`inference.llamacpp_batch`).
             The batched KV cache holds ``n_ctx`` cells for each of
             ``max_batch`` sequences (Qwen2.5-1.5B: 28 KiB per cell, so
             0.9 GiB for 8 x 4096), besides the prefix snapshots.
@@ -181,9 +186,10 @@ class LlamaCppEngine(Engine):
         self.prefix_snapshots = PrefixSnapshots(prefix_snapshots)
         self._batcher: BatchScheduler | None = None
         if self.max_batch > 1:
+            prompts_alone = self.max_batch <= INVARIANT_MAX_BATCH
             self._batcher = BatchScheduler(self, max_batch=self.max_batch, seq_tokens=n_ctx,
-                                           prefill_chunk=prefill_chunk)
-            self.info.settings.update(prefill_chunk=prefill_chunk)
+                                           prefill_chunk=prefill_chunk, prompts_alone=prompts_alone)
+            self.info.settings.update(prefill_chunk=prefill_chunk, prompts_alone=prompts_alone)
         #: Instruction prefixes read (serial: evaluated, not restored).
         self._prefix_evaluations = 0
         self._executor = concurrent.futures.ThreadPoolExecutor(

@@ -298,3 +298,53 @@ async def test_a_prefix_evicted_beyond_the_bound_is_read_again_correctly(small_s
     restored = engine.prefix_snapshots.restored
     assert await run_messages(engine, "ev-third", third, max_tokens=40) == texts[2]
     assert engine.prefix_evaluations == evaluations + 4 and engine.prefix_snapshots.restored == restored + 1
+
+
+# -- batch-invariant scheduling (max_batch <= INVARIANT_MAX_BATCH) ------------
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def invariant():
+    """Batched at INVARIANT_MAX_BATCH: prompts read in steps of their own."""
+    from inference.llamacpp_batch import INVARIANT_MAX_BATCH
+
+    engine = LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=2048, precision="q4_1", max_batch=INVARIANT_MAX_BATCH)
+    await engine.start()
+    yield engine
+    await engine.shutdown()
+
+
+async def streamed(engine, request_id, messages, **params) -> tuple[str, list[float]]:
+    """``(text, every token's logprob)`` of one request."""
+    pieces, logprobs = [], []
+    async for delta in engine.generate(request_id, messages, GenerationParams(**params)):
+        pieces.append(delta.text)
+        logprobs.extend(delta.token_logprobs)
+    return "".join(pieces), logprobs
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_up_to_three_requests_get_the_serial_engines_text_and_logprobs_bit_for_bit(invariant, serial):
+    """Seven cluster-prompt requests at once through 3 sequences: they queue,
+    join as others finish and decode together (never more than 3 rows), and
+    each gets the serial engine's greedy text with every token's logprob
+    equal to the last bit; no step reads a prompt beside decoding rows."""
+    assert invariant._batcher.prompts_alone and invariant.info.settings["prompts_alone"]
+    requests = cluster_requests((3, 2, 1, 1))
+    reference = [await streamed(serial, f"inv-serial-{i}", m, max_tokens=40) for i, m in enumerate(requests)]
+    steps = invariant._batcher.steps
+    got = await asyncio.gather(*(streamed(invariant, f"inv-{i}", m, max_tokens=40)
+                                 for i, m in enumerate(requests)))
+    assert got == reference
+    assert invariant._batcher.max_rows == 3
+    # Batched: fewer steps than one per token and one per prompt chunk.
+    assert invariant._batcher.steps - steps < sum(len(lp) for _, lp in got) + len(requests)
+    assert invariant.queue_depth() == 0
+
+
+def test_the_engine_reads_prompts_alone_only_up_to_the_invariant_batch():
+    from inference.llamacpp_batch import INVARIANT_MAX_BATCH
+
+    small = LlamaCppEngine(str(smollm2_gguf_path()), max_batch=INVARIANT_MAX_BATCH)
+    large = LlamaCppEngine(str(smollm2_gguf_path()), max_batch=INVARIANT_MAX_BATCH + 1)
+    assert small._batcher.prompts_alone and not large._batcher.prompts_alone
+    assert small.info.settings["prompts_alone"] is True and large.info.settings["prompts_alone"] is False

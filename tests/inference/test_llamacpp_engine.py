@@ -18,7 +18,7 @@ from tests.data import laymaker_sentences
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def engine():
-    engine = LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=2048, precision="q4_1")
+    engine = LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=2048, precision="q4_1", max_batch=1)
     await engine.start()
     yield engine
     await engine.shutdown()
@@ -226,7 +226,7 @@ async def test_a_translation_after_a_glossary_job_gets_its_instructions_back_fro
     from inference.prompts import glossary_messages
 
     text = laymaker_sentences()[12]
-    cold = LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=2048, precision="q4_1", prefix_snapshots=0)
+    cold = LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=2048, precision="q4_1", prefix_snapshots=0, max_batch=1)
     await cold.start()
     try:
         reference = [d.text for d in await collect(cold, "cold", text, max_tokens=16)]
@@ -280,8 +280,8 @@ async def test_an_instruction_prefix_reads_the_same_whatever_request_came_before
 
     from inference.examples import cluster_prefix_messages
 
-    alone = LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=2048, precision="q4_1")
-    after_other = LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=2048, precision="q4_1")
+    alone = LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=2048, precision="q4_1", max_batch=1)
+    after_other = LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=2048, precision="q4_1", max_batch=1)
     try:
         await alone.start()
         await after_other.start()

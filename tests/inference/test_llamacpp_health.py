@@ -25,7 +25,7 @@ MESSAGES = build_messages("No acute distress.")
 
 
 def small_engine() -> LlamaCppEngine:
-    return LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=1024, n_threads=1, precision="q4_1")
+    return LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=1024, n_threads=1, precision="q4_1", max_batch=1)
 
 
 async def test_a_failed_llama_decode_marks_the_engine_dead_and_refuses_later_requests():
