@@ -4,6 +4,7 @@ and admission under a burst."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
@@ -18,21 +19,28 @@ from tests.data import laymaker_sentences
 BATCH = 8  # explicit: the engine default may be serial
 
 
+@contextlib.asynccontextmanager
+async def started(**settings):
+    """A started SmolLM2 engine (``LlamaCppEngine`` keyword arguments)."""
+    engine = LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=2048, precision="q4_1", **settings)
+    await engine.start()
+    try:
+        yield engine
+    finally:
+        await engine.shutdown()
+
+
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def engine():
-    engine = LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=2048, precision="q4_1", max_batch=BATCH)
-    await engine.start()
-    yield engine
-    await engine.shutdown()
+    async with started(max_batch=BATCH) as engine:
+        yield engine
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def serial():
     """The one-at-a-time engine, the reference for greedy outputs."""
-    engine = LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=2048, precision="q4_1", max_batch=1)
-    await engine.start()
-    yield engine
-    await engine.shutdown()
+    async with started(max_batch=1) as engine:
+        yield engine
 
 
 async def timed(engine, request_id, text, events=None, **params):
@@ -272,11 +280,8 @@ async def test_cluster_prompts_in_one_batch_equal_the_serial_engine_and_read_eac
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def small_store():
     """A batched engine keeping only 2 prefix snapshots."""
-    engine = LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=2048, precision="q4_1", max_batch=4,
-                            prefix_snapshots=2)
-    await engine.start()
-    yield engine
-    await engine.shutdown()
+    async with started(max_batch=4, prefix_snapshots=2) as engine:
+        yield engine
 
 
 @pytest.mark.asyncio(loop_scope="module")
@@ -307,10 +312,8 @@ async def invariant():
     """Batched at INVARIANT_MAX_BATCH: prompts read in steps of their own."""
     from inference.llamacpp_batch import INVARIANT_MAX_BATCH
 
-    engine = LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=2048, precision="q4_1", max_batch=INVARIANT_MAX_BATCH)
-    await engine.start()
-    yield engine
-    await engine.shutdown()
+    async with started(max_batch=INVARIANT_MAX_BATCH) as engine:
+        yield engine
 
 
 async def streamed(engine, request_id, messages, **params) -> tuple[str, list[float]]:
