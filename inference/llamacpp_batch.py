@@ -157,7 +157,7 @@ class BatchScheduler:
         self.prompts_alone = prompts_alone
         self._prompt_turn = True  # prompts_alone: a prompt step may go next
         self.snapshots = engine.prefix_snapshots
-        self.n_batch = max(512, max_batch + self.prefill_chunk)
+        self.n_batch = max(SERIAL_N_BATCH, max_batch + self.prefill_chunk)
         self._cond = threading.Condition()
         self._waiting: dict[bool, collections.deque] = {False: collections.deque(), True: collections.deque()}
         self._active: list[_Seq] = []
@@ -360,7 +360,6 @@ class BatchScheduler:
             raise self.engine.mark_dead(f"llama_decode returned {code}")
 
     def _step(self) -> None:
-        import llama_cpp
 
         for seq in [s for s in self._active if s.job.cancelled.is_set()]:
             self._finish(seq, None)
@@ -403,22 +402,19 @@ class BatchScheduler:
         self.max_rows = max(self.max_rows, len({r[0] for r in rows}))
         for seq in decoding:
             seq.pos += 1
-        n_vocab = self.engine._llm.n_vocab()
         index = 0
         for i, row in enumerate(rows):
             if not row[3]:
                 continue
             seq = owners[index]
             index += 1
-            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, i), shape=(n_vocab,))
-            self._advance(seq, logits)
+            self._advance(seq, self._logits(i))
 
     def _prompt_step(self) -> bool:
         """``prompts_alone``: read the next chunk of the oldest prompt still
         being read, alone in its step, unless generating sequences are due
         a decode step (prompt and decode steps take turns). Returns whether
         it decoded."""
-        import llama_cpp
 
         reading = [s for s in self._active if s.pending is None and s.pos < len(s.tokens)]
         generating = any(s.pending is not None for s in self._active)
@@ -437,10 +433,16 @@ class BatchScheduler:
         self.max_rows = max(self.max_rows, 1)
         seq.pos = end
         if end == len(seq.tokens):
-            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, len(rows) - 1),
-                                           shape=(self.engine._llm.n_vocab(),))
-            self._advance(seq, logits)
+            self._advance(seq, self._logits(len(rows) - 1))
         return True
+
+    def _logits(self, row: int) -> np.ndarray:
+        """The last step's logits of batch row ``row`` (shape ``(n_vocab,)``,
+        a view into llama.cpp's buffer, valid until the next decode)."""
+        import llama_cpp
+
+        return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._ctx, row),
+                                     shape=(self.engine._llm.n_vocab(),))
 
     def _advance(self, seq: _Seq, logits: np.ndarray) -> None:
         """Sample ``seq``'s next token from its row of logits and emit it."""

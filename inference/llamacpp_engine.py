@@ -469,13 +469,7 @@ class LlamaCppEngine(Engine):
         llm = self._llm
         if llm is None:
             raise EngineError("engine is not started")
-        prompt = self._formatter(messages=list(job.messages)).prompt
-        tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=True)
-        if len(tokens) + job.params.max_tokens > self.n_ctx:
-            raise EngineError(
-                f"prompt of {len(tokens)} tokens plus {job.params.max_tokens} output "
-                f"tokens exceeds the context window of {self.n_ctx}"
-            )
+        tokens, instructions = self._prompt_tokens(job)
         if job.preempted.is_set():  # before evaluating a prompt in vain
             raise EnginePreempted(job.request_id, 0)
         # Reuse the KV cache of the shared instructions (every message but the
@@ -495,7 +489,6 @@ class LlamaCppEngine(Engine):
         # docs/benchmarks/batched-alone.md), and differ from the batched
         # engine's, which reads every prefix from position 0.
         cached = llm.input_ids[: llm.n_tokens]
-        instructions = min(self._instructions_length(job.messages, tokens), len(tokens) - 1)
         shared = min(_common_prefix(cached, tokens), instructions)
         if shared < instructions:
             shared = instructions if self.prefix_snapshots.restore(llm, tokens[:instructions]) else 0
