@@ -27,7 +27,6 @@ and on. Writes ``batch-invariance.json`` and ``batch-invariance.md``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -35,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.reports import report_write
 from bench.workloads import ROOT, short_texts
 
 CONTEXT_CELLS = 1024  # per sequence
@@ -207,10 +207,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks")
     args = parser.parse_args(argv)
     report = measure(args)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "batch-invariance.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-    (args.out / "batch-invariance.md").write_text(markdown(report), encoding="utf-8")
-    print(args.out / "batch-invariance.md")
+    print(report_write(args.out, "batch-invariance", report, markdown(report)))
     return 0
 
 

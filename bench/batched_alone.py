@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
+from bench.reports import report_write
 from bench.workloads import ROOT
 
 
@@ -103,10 +103,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     args.chunks = [int(x) for x in args.chunks.split(",") if x]
     report = asyncio.run(run(args))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "batched-alone.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-    (args.out / "batched-alone.md").write_text(render(report), encoding="utf-8")
-    print(args.out / "batched-alone.md")
+    print(report_write(args.out, "batched-alone", report, render(report)))
     return 0
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from bench.latency_drivers import BareDriver
 from bench.loadgen import closed_loop
+from bench.reports import report_write
 from bench.stats import summarize
 from bench.workloads import ROOT, Workload, short_texts
 
@@ -133,7 +133,5 @@ def main(argv: list[str] | None = None) -> int:
     report = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
               "duration_s": round(time.time() - started, 1), "quick": args.quick, "tokens": tokens,
               "clients": clients, "rows": rows}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "vllm-cpu-settings.json").write_text(json.dumps(report, indent=1) + "\n")
-    (args.out / "vllm-cpu-settings.md").write_text(markdown(report))
+    report_write(args.out, "vllm-cpu-settings", report, markdown(report))
     return 0
