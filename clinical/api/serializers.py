@@ -6,6 +6,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from clinical.quality.faithfulness import KINDS as FAITHFULNESS_KINDS
+from clinical.quality.safety import KINDS as SAFETY_KINDS
 from inference.prompts import DEFAULT_LANGUAGE, DEFAULT_READING_LEVEL, LANGUAGES, READING_LEVELS
 
 
@@ -52,13 +53,14 @@ class ReadabilitySerializer(serializers.Serializer):
 
 
 class SafetyItemSerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=["dose", "measurement", "number", "drug", "laterality", "negation"])
+    kind = serializers.ChoiceField(choices=list(SAFETY_KINDS))
     text = serializers.CharField(help_text="The item as written in the input.")
 
 
 class SafetySerializer(serializers.Serializer):
     passed = serializers.BooleanField(allow_null=True, help_text="Every number with its unit, dose, drug, "
-                                      "side and negation of the input is in the output (null until completed).")
+                                      "side and negation of the input is in the output, and (English output) "
+                                      "each medical term is kept or explained (null until completed).")
     missing = SafetyItemSerializer(many=True)
 
 

@@ -17,7 +17,11 @@ Every item of these kinds found in the input must be present in the output
   subset "no", "not"/"n't", "without", "denies"/"denied", "negative for",
   each with its scope (up to five words, ending at punctuation or "but",
   "however", ...); NegEx pseudo-negations ("no change", "not only") are
-  not cues.
+  not cues;
+* ``term`` (English output only): a medical term built on a known word
+  part ("fasciotomy", "ischemic") that the output neither keeps nor
+  explains with a plain word for one of its parts
+  (:mod:`clinical.quality.terms`).
 
 The output may rewrite numbers as words (num2words 0.5.14, English and
 Spanish, cardinals, ordinals, "half"), units as their spelled forms in
@@ -40,7 +44,7 @@ from functools import lru_cache
 
 from clinical.quality import safety_vocab as vocab
 
-KINDS = ("dose", "measurement", "number", "drug", "laterality", "negation")
+KINDS = ("dose", "measurement", "number", "drug", "laterality", "negation", "term")
 
 
 @dataclass(frozen=True)
@@ -319,7 +323,8 @@ def _negations_missing(items, output_norm: str) -> set[int]:
 
 def safety_check(*, input_text: str, output_text: str, language: str = "en") -> SafetyResult:
     """Check that every dose, measurement, number, drug, side and negation
-    of ``input_text`` is present in ``output_text`` (rules above).
+    of ``input_text`` is present in ``output_text``, and (English output)
+    that every medical term is kept or explained (rules above).
 
     Args:
         input_text: the clinician's text (English).
@@ -363,6 +368,14 @@ def safety_check(*, input_text: str, output_text: str, language: str = "en") -> 
     missing_negations = _negations_missing(negations, output_norm)
     for index, (item, _) in enumerate(negations):
         record(item, index not in missing_negations)
+
+    if language == "en":
+        from clinical.quality import terms  # imports faithfulness, which imports this module
+
+        missing_terms = {(term.start, term.word) for term in terms.terms_missing(input_text=input_text,
+                                                                                output_text=output_text)}
+        for term in terms.input_terms(input_text):
+            record(SafetyItem("term", term.word), (term.start, term.word) not in missing_terms)
 
     return SafetyResult(passed=not missing, missing=tuple(missing), checked=tuple(checked))
 

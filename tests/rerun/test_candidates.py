@@ -290,8 +290,9 @@ def test_the_detail_page_and_the_handout_say_why_the_text_changed(clinician, cli
                                 figures=services.TranslationFigures(tokens_out=9, confidence=0.99))
     execute.rerun_execute(translation_id=row.pk)
     client.force_login(clinician)
-    # the fast text, written for a knee, lost the side and named a body part the note does not
-    note = "plain words for the hard terms: the first text left out &#x27;left&#x27; and added &#x27;knee&#x27;."
+    # the fast text, written for a knee, lost the side and the term and named a body part the note does not
+    note = ("plain words for the hard terms: the first text left out &#x27;left&#x27; and &#x27;cardiomegaly&#x27; "
+            "and added &#x27;knee&#x27;.")
     for name in ("translation-detail", "translation-handout"):
         page = client.get(reverse(name, args=[row.request_id]))
         assert page.status_code == 200 and note in page.content.decode(), name
