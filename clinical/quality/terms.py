@@ -16,20 +16,22 @@ their word parts; the layperson synonym ("Macroscopic hematuria": "Bloody
 urine") then adds plain words for each of them.
 
 The output **keeps** a term when one of its words starts with the term's
-first five letters ("fasciotomy" and "fasciotomies"), or is a piece of it
+first six letters (all but the last of a shorter term: "fasciotomies"
+keeps "fasciotomy", "ischemia" "ischemic"), or is a piece of it
 of at least five letters ("adrenal" of "adrenalectomy", "bilirubin" of
 "hyperbilirubinemia"). It **explains** the term when it has a plain word
-for one of the term's parts: :data:`WORD_PARTS` gives them for the medical
-word parts, :data:`clinical.quality.faithfulness.COMBINING_FORMS` the body
-site an anatomical root names ("fasci-": fascia, muscle), and the HPO the
-layperson synonym's words. Plain words are matched at the start of an
+for one of the term's medical parts (:data:`WORD_PARTS`) or, for an HPO
+term, a word of its layperson synonym. The body site a term names is not
+its meaning: "stretch the muscles around the bottom of your feet" names
+the site of a plantar fasciotomy but not the cut, so it does not explain
+it. Plain words are matched at the start of an
 output word ("remov" matches "removed", "removal"), and only where the
 output has it more often than the input ("The tone is characterized by a
 limp" does not explain "paratonia" by the input's own "tone").
 
 So "Partial plantar fasciotomy" rewritten as "partial foot tightening"
-misses "fasciotomy" (neither a cut nor the fascia is named), while "a cut
-to release the tissue under the foot" keeps it; "Gross hematuria" as
+misses "fasciotomy" (no cut is named), while "a cut to release the tight
+tissue under the foot" explains it; "Gross hematuria" as
 "blood in the urine" explains it. Limits by design: one plain word for one
 part is enough ("stable speech" for "stable expressive aphasia" passes on
 "speech"), and a word with no known part is not checked at all.
@@ -47,7 +49,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from clinical.quality.faithfulness import COMBINING_FORMS, normalize
+from clinical.quality.faithfulness import normalize
 from inference.lay_terms import HPO_LAYPERSON, easy_words, find_terms
 
 #: Medical word parts, as a regular expression over a lower-case word, and
@@ -107,7 +109,7 @@ WORD_PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
                         "not enough")),
     (r"^brady(?=.{3})", ("slow",)),
     (r"^tachy(?=.{3})", ("fast", "rapid", "quick", "racing")),
-    (r"^dys(?=.{4})", ("difficult", "trouble", "hard", "problem", "abnormal", "painful", "bad", "poor", "weak",
+    (r"^dys(?=.{4})", ("difficult", "trouble", "hard", "problem", "abnormal", "pain", "bad", "poor", "weak",
                        "not working", "not work", "n't work", "well", "disorder")),
     (r"^poly(?=.{4})", ("many", "much", "multiple", "more", "several", "frequent", "a lot")),
     (r"^olig(?=.{4})", ("few", "little", "less", "low", "small amount")),
@@ -144,10 +146,6 @@ NOT_TERMS = re.compile(r"^(?:systemic|academic|endemic|epidemic|pandemic|polemic
                        r"autograph|demograph|geograph|biograph|analys|catalys|hypothes|hypocri|polyest|polymer|"
                        r"polytech|polygon|anatom|telescop|horoscop|kaleidoscop)")
 
-#: Anatomical roots of at least this many letters are matched anywhere in a
-#: term ("plantar fasci-otomy"); shorter ones ("ren", "ot") too easily
-#: occur inside other words.
-MIN_ANATOMY_ROOT = 4
 #: A term word has at least this many letters (and is not an easy word).
 MIN_TERM_LETTERS = 5
 #: Letters a kept word and a term share at their start (all but the
@@ -178,11 +176,6 @@ def _compiled_parts() -> tuple[tuple[re.Pattern, tuple[str, ...]], ...]:
     return tuple((re.compile(pattern), plain) for pattern, plain in WORD_PARTS)
 
 
-@functools.cache
-def _anatomy_roots() -> tuple[tuple[str, tuple[str, ...]], ...]:
-    return tuple((root, sites) for root, sites in COMBINING_FORMS.items() if len(root) >= MIN_ANATOMY_ROOT)
-
-
 def _easy(word: str) -> bool:
     easy = easy_words()
     return word in easy or any(word.endswith(end) and word[: -len(end)] in easy
@@ -190,18 +183,14 @@ def _easy(word: str) -> bool:
 
 
 def _word_part_plain(word: str) -> tuple[bool, set[str]]:
-    """``(has a medical word part, the plain words of its parts and of its
-    anatomical roots)`` for one lower-case word."""
+    """``(has a medical word part, the plain words of its parts)`` for one
+    lower-case word."""
     plain: set[str] = set()
     medical = False
     for pattern, words in _compiled_parts():
         if pattern.search(word):
             medical = True
             plain.update(words)
-    for root, sites in _anatomy_roots():
-        if root in word:
-            plain.add(root)
-            plain.update(sites)
     return medical, plain
 
 
