@@ -337,6 +337,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     os.environ[MODEL_ENV] = args.model  # read by every driver, here and in its subprocesses
+    if args.model == "default":
+        from inference import models
+
+        # The transformers driver and the server's tokenizer read the Hugging Face folder, which
+        # `make run` writes (7.1 GB, about 1.5 min) and `make setup` does not.
+        models.convert_gguf_to_hf(models.default_gguf_path(), models.default_hf_path())
     plan = dataclasses.replace(QUICK if args.quick else Plan(), threads=args.threads)
     if (os.cpu_count() or 1) < 2:
         plan = dataclasses.replace(plan, vllm_cpu_bind={})  # one core: nothing to spread

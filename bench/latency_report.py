@@ -253,7 +253,7 @@ def other_tables(report: dict) -> list[str]:
                 f"| on (the product's setting) | {_fmt(on['p50'])} | {_fmt(on['p95'])} |",
                 f"| off | {_fmt(off['p50'])} | {_fmt(off['p95'])} |", ""]
     else:
-        out += ["Not measured in this run (skipped by `--quick`).", ""]
+        out += ["Not measured in this run (`--quick`, or no vLLM engine in `--engines`).", ""]
     out += ["vLLM's CPU KV-cache size and OpenMP thread binding are measured by their own benchmark, "
             "`python -m bench vllm_cpu_settings`: [vllm-cpu-settings.md](vllm-cpu-settings.md).", ""]
     rows = report.get("stack_rows") or {}
