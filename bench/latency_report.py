@@ -327,7 +327,7 @@ def plot(report: dict, path: Path) -> None:
             ax.set_title(f"{ENGINE_NAMES[engine]}: {'TTFT' if metric == 'ttft_ms' else 'end to end'} P95")
             ax.grid(True, which="both", alpha=0.3)
             ax.legend(fontsize=8)
-    fig.suptitle(f"P95 latency against load, short workload ({report['meta']['model'].split(' (')[0]}, "
+    fig.suptitle(f"P95 latency against load, short workload\n({report['meta']['model'].split(' (')[0]}, "
                  f"{report['meta']['machine']['cpu_count']} CPU cores)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
