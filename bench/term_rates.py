@@ -76,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     sources[f"cluster prompt ({args.prompt_version})"] = _outputs(ROOT / args.outputs, args.prompt_version)
     sources["one-example prompt (2026-11-22.3)"] = _outputs(ROOT / "docs/quality/quality-report-outputs.jsonl",
                                                              "2026-11-22.3")
-    report: dict = {"rows_with_terms": sum(1 for r in rows if input_terms(r["ORIGINAL"])),
-                    "terms": sum(len(input_terms(r["ORIGINAL"])) for r in rows), "sources": {}}
+    counts = [len(input_terms(r["ORIGINAL"])) for r in rows]
+    report: dict = {"rows_with_terms": sum(1 for n in counts if n), "terms": sum(counts), "sources": {}}
     for name, outputs in sources.items():
         flagged = []
         for row_id, output in sorted(outputs.items(), key=lambda item: int(item[0])):

@@ -372,10 +372,8 @@ def safety_check(*, input_text: str, output_text: str, language: str = "en") -> 
     if language == "en":
         from clinical.quality import terms  # imports faithfulness, which imports this module
 
-        missing_terms = {(term.start, term.word) for term in terms.terms_missing(input_text=input_text,
-                                                                                output_text=output_text)}
-        for term in terms.input_terms(input_text):
-            record(SafetyItem("term", term.word), (term.start, term.word) not in missing_terms)
+        for term, kept in terms.terms_checked(input_text=input_text, output_text=output_text):
+            record(SafetyItem("term", term.word), kept)
 
     return SafetyResult(passed=not missing, missing=tuple(missing), checked=tuple(checked))
 

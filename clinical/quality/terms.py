@@ -157,6 +157,9 @@ STEM_LETTERS = 6
 PIECE_LETTERS = 5
 
 _WORD = re.compile(r"[a-z]+")
+#: Words of an HPO layperson synonym that explain nothing.
+_STOPWORDS = {"the", "and", "for", "with", "from", "that", "this", "into", "your", "are", "was", "has", "have",
+              "not", "its", "all", "any", "one", "too", "of", "in", "on", "or", "to", "a", "an"}
 
 
 @dataclass(frozen=True)
@@ -231,10 +234,6 @@ def input_terms(text: str) -> list[Term]:
     return terms
 
 
-_STOPWORDS = {"the", "and", "for", "with", "from", "that", "this", "into", "your", "are", "was", "has", "have",
-              "not", "its", "all", "any", "one", "too", "of", "in", "on", "or", "to", "a", "an"}
-
-
 def term_kept(term: Term, output_norm: str, input_norm: str = "") -> bool:
     """The output keeps or explains ``term`` (rules in the module
     docstring). A plain word explains it only where the output has it more
@@ -255,8 +254,14 @@ def _count(plain: str, norm: str) -> int:
     return len(re.findall(rf"(?<![a-z]){re.escape(plain)}", norm))
 
 
+def terms_checked(*, input_text: str, output_text: str) -> list[tuple[Term, bool]]:
+    """Each term of the input with whether ``output_text`` keeps or explains
+    it (:func:`term_kept`), in input order (English output)."""
+    input_norm, output_norm = normalize(input_text), normalize(output_text)
+    return [(term, term_kept(term, output_norm, input_norm)) for term in input_terms(input_text)]
+
+
 def terms_missing(*, input_text: str, output_text: str) -> list[Term]:
     """The input's terms that ``output_text`` neither keeps nor explains,
     in input order (English output)."""
-    input_norm, output_norm = normalize(input_text), normalize(output_text)
-    return [term for term in input_terms(input_text) if not term_kept(term, output_norm, input_norm)]
+    return [term for term, kept in terms_checked(input_text=input_text, output_text=output_text) if not kept]
