@@ -122,6 +122,13 @@ def easy_words() -> frozenset[str]:
     return frozenset(w.strip().lower() for w in words.read_text(encoding="utf-8").splitlines())
 
 
+def easy_word(word: str, endings: tuple[str, ...] = ()) -> bool:
+    """``word`` (lower case) is on the easy list (:func:`easy_words`), or is
+    an easy word plus one of ``endings`` ("lungs" with ``("s",)``)."""
+    easy = easy_words()
+    return word in easy or any(word.endswith(end) and word[: -len(end)] in easy for end in endings)
+
+
 @functools.cache
 def vocabulary() -> dict[str, tuple[str, str, str]]:
     """The HPO index, ``{key: (term name, definition, source)}``, loaded

@@ -50,7 +50,7 @@ import re
 from dataclasses import dataclass
 
 from clinical.quality.faithfulness import normalize
-from inference.lay_terms import HPO_LAYPERSON, easy_words, find_terms
+from inference.lay_terms import HPO_LAYPERSON, easy_word, find_terms
 
 #: Medical word parts, as a regular expression over a lower-case word, and
 #: the plain words (stems, matched at the start of an output word) that
@@ -148,6 +148,8 @@ NOT_TERMS = re.compile(r"^(?:systemic|academic|endemic|epidemic|pandemic|polemic
 
 #: A term word has at least this many letters (and is not an easy word).
 MIN_TERM_LETTERS = 5
+#: Endings that make an easy word no term ("marked", "bigger", "sickness").
+EASY_ENDINGS = ("s", "es", "ed", "d", "ing", "ly", "er", "ness")
 #: Letters a kept word and a term share at their start (all but the
 #: term's last, at most six): "fasciotomies" keeps "fasciotomy", "ischemia"
 #: "ischemic", "obesity" "obese"; "hematoma" does not keep "hematuria".
@@ -177,12 +179,6 @@ class Term:
 @functools.cache
 def _compiled_parts() -> tuple[tuple[re.Pattern, tuple[str, ...]], ...]:
     return tuple((re.compile(pattern), plain) for pattern, plain in WORD_PARTS)
-
-
-def _easy(word: str) -> bool:
-    easy = easy_words()
-    return word in easy or any(word.endswith(end) and word[: -len(end)] in easy
-                               for end in ("s", "es", "ed", "d", "ing", "ly", "er", "ness"))
 
 
 def _word_part_plain(word: str) -> tuple[bool, set[str]]:
@@ -220,7 +216,8 @@ def input_terms(text: str) -> list[Term]:
     seen: set[str] = set()
     for m in _WORD.finditer(norm):
         word = m.group(0)
-        if len(word) < MIN_TERM_LETTERS or word in seen or _easy(word) or NOT_TERMS.match(word):
+        if (len(word) < MIN_TERM_LETTERS or word in seen or easy_word(word, EASY_ENDINGS)
+                or NOT_TERMS.match(word)):
             continue
         medical, plain = _word_part_plain(word)
         if m.start() in lay:

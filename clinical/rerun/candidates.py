@@ -50,14 +50,13 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from clinical.models import RERUN_KEPT_FAST_TEXT, Translation, TranslationPart, translation_parts
-from clinical.quality import glossary
 from clinical.quality import measure as quality
 from clinical.quality.gate import gate_threshold
 from clinical.quality.safety import find_drugs
 from inference.base import GenerationParams
 from inference.confidence import sequence_confidence
 from inference.examples import DEFAULT_K, ExamplePool, default_pool, normalise, split_sentences
-from inference.lay_terms import lay_hints
+from inference.lay_terms import easy_word, lay_hints
 from inference.prompts import EXAMPLES_PROMPT_VERSION, build_messages
 
 FULL_PRECISION = "full_precision"
@@ -193,11 +192,9 @@ _SIDES_AND_NEGATIONS = re.compile(r"\b(left|right|bilateral|both|no|not|non|with
 
 
 def _easy(word: str) -> bool:
-    """On the easy list (:func:`clinical.quality.glossary.easy_words`),
-    itself or as a plain inflection of an easy word ("marked", "lungs")."""
-    easy = glossary.easy_words()
-    return word in easy or any(word.endswith(end) and word[: -len(end)] in easy
-                               for end in ("s", "es", "ed", "d", "ing", "ly"))
+    """On the easy list (:func:`inference.lay_terms.easy_word`), itself or
+    as a plain inflection of an easy word ("marked", "lungs")."""
+    return easy_word(word, ("s", "es", "ed", "d", "ing", "ly"))
 
 
 def span_lines_parse(answer: str) -> list[tuple[str, str]]:
