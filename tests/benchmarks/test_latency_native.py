@@ -1,0 +1,81 @@
+"""``python -m bench latency --native SLOTS``: llama.cpp's own server as the
+peer of the full stack, with the issue's throughput target in the report."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import latency, latency_report
+from bench.latency_drivers import MODEL_ENV, N_CTX, NativeServerDriver
+from bench.workloads import Workload
+from inference import models
+
+ROOT = Path(__file__).resolve().parents[2]
+#: A real report of the default model (no native server in it).
+REPORT = ROOT / "docs" / "benchmarks" / "latency-default" / "latency.json"
+
+
+def test_native_server_gets_the_slots_the_default_model_and_a_context_per_slot(monkeypatch, tmp_path):
+    monkeypatch.setenv(MODEL_ENV, "default")
+    command, env = NativeServerDriver(slots=3, log_dir=tmp_path, threads=2).command("/cache/llama-server")
+    assert command[0] == "/cache/llama-server" and env == {}
+    flags = dict(zip(command[1::2], command[2::2]))
+    assert flags["-m"] == str(models.default_gguf_path())
+    assert flags["--parallel"] == "3" and flags["-c"] == str(3 * N_CTX)
+    assert flags["-t"] == flags["-tb"] == "2"
+    with pytest.raises(ValueError, match="slot"):
+        NativeServerDriver(slots=0, log_dir=tmp_path)
+
+
+def test_native_server_fixes_the_output_length_with_its_own_ignore_eos(tmp_path):
+    body = NativeServerDriver(slots=3, log_dir=tmp_path).body("Left knee effusion.", Workload("short", ("x",), 32))
+    assert body["ignore_eos"] is True and "logit_bias" not in body
+    assert body["max_tokens"] == 32 and body["temperature"] == 0.0 and body["stream"] is True
+    assert body["messages"][-1]["content"].endswith("Left knee effusion.")
+
+
+def test_native_flag_needs_slots_and_the_llamacpp_engine(capsys):
+    assert latency.parse_args(["--native", "3", "--engines", "llamacpp"]).native == 3
+    assert latency.parse_args([]).native == 0
+    for argv in (["--native", "3", "--engines", "vllm"], ["--native", "-1"]):
+        with pytest.raises(SystemExit):
+            latency.parse_args(argv)
+    assert "needs --engines with llamacpp" in capsys.readouterr().err
+
+
+def _with_native(report: dict, tokens_per_s: float) -> dict:
+    report = copy.deepcopy(report)
+    stack8 = latency_report.find(report["runs"], "stack", "llamacpp", "short", concurrency=8)
+    report["runs"].append(stack8 | {"driver": "native", "output_tokens_per_s": tokens_per_s})
+    report["engine_settings"]["llamacpp"]["native"] = {"slots": 3}
+    return report
+
+
+def test_stack_throughput_against_the_native_server_is_a_target_only_where_it_ran():
+    report = json.loads(REPORT.read_text(encoding="utf-8"))
+    assert "stack_vs_native_tokens_per_s_8" not in latency_report.ratios(report)["llamacpp"]
+    stack8 = latency_report.find(report["runs"], "stack", "llamacpp", "short", concurrency=8)["output_tokens_per_s"]
+
+    slower = latency_report.ratios(_with_native(report, stack8 / 2))["llamacpp"]["stack_vs_native_tokens_per_s_8"]
+    assert slower["met"] and slower["value"] == pytest.approx(2.0, abs=0.01) and slower["slots"] == 3
+    faster = latency_report.ratios(_with_native(report, stack8 * 2))["llamacpp"]["stack_vs_native_tokens_per_s_8"]
+    assert not faster["met"] and faster["value"] == pytest.approx(0.5, abs=0.01)
+
+
+def test_report_shows_the_native_server_row_and_says_the_engine_batches():
+    report = json.loads(REPORT.read_text(encoding="utf-8"))
+    plain = copy.deepcopy(report)
+    plain["ratios"] = latency_report.ratios(plain)
+    text = latency_report.markdown(plain)
+    assert "native server" not in text.split("## Where the time goes")[0]
+    assert "decodes up to 3 requests together" in text and "cannot batch" not in text
+
+    native = _with_native(report, 8.0)
+    native["ratios"] = latency_report.ratios(native)
+    text = latency_report.markdown(native)
+    assert "| output tokens/s at 8 clients, full stack / llama.cpp's native server (short) | ≥ 0.9× |" in text
+    assert "| llama.cpp's native server (llama-server) | 8 |" in text
