@@ -638,10 +638,13 @@ def notes(report: dict) -> list[str]:
         "* **FKGL** of one-sentence outputs is noisy, and textstat counts sentences at every full stop "
         "(decimals and abbreviations included), which lowers the grade of number-dense Cochrane text.",
         f"* **Safety pass** counts outputs in which every number with its unit, dose, drug, side and "
-        "negation of the input is present (clinical/quality/safety.py). Outputs that copy the input pass by "
-        f"construction; the clinicians' references pass {reference.get('safety_pass_pct')} %, because they "
-        "drop grades and scores such as '1+' or rewrite negations into words the check does not pair "
-        "(see the limits in docs/safety-check.md). A pass is not a correctness check.",
+        "negation of the input is present and every medical term is kept or explained by a plain word for "
+        "one of its parts (clinical/quality/safety.py, clinical/quality/terms.py). Outputs that copy the "
+        f"input pass by construction; the clinicians' references pass {reference.get('safety_pass_pct')} %, "
+        "because they drop grades and scores such as '1+', rewrite negations into words the check does not "
+        "pair, or misspell or loosely render a term ('dizzyness', 'removal' for a blepharoplasty: "
+        "docs/quality/term-rates.md; the limits are in docs/safety-check.md). A pass is not a correctness "
+        "check.",
         *_cochrane_notes(report),
     ]
 
