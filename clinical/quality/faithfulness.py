@@ -70,13 +70,13 @@ import json
 import os
 import re
 import threading
-import unicodedata
 from dataclasses import asdict, dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from clinical.quality.safety import number_words
 from clinical.quality.safety_vocab import LATERALITY_INPUT, UNITS
+from clinical.quality.textnorm import normalize
 
 KINDS = ("number", "unit", "drug", "laterality", "body_site", "negation", "person")
 LANGUAGES = ("en", "es")
@@ -126,17 +126,6 @@ class FaithfulnessResult:
 
 
 # ---------------------------------------------------------------- text
-
-
-def normalize(text: str) -> str:
-    """Lower-case, accents removed; same length as ``text`` for the
-    characters used here, so offsets map back to the output."""
-    out = []
-    for ch in text.replace("\u2019", "'").replace("\u2018", "'"):
-        base = unicodedata.normalize("NFKD", ch)
-        base = "".join(c for c in base if not unicodedata.combining(c)) or ch
-        out.append(base[0].lower() if len(base[0].lower()) == 1 else ch)
-    return "".join(out)
 
 
 _WORD = re.compile(r"[a-z][a-z']*")

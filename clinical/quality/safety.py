@@ -43,6 +43,7 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 
 from clinical.quality import safety_vocab as vocab
+from clinical.quality import terms
 
 KINDS = ("dose", "measurement", "number", "drug", "laterality", "negation", "term")
 
@@ -370,8 +371,6 @@ def safety_check(*, input_text: str, output_text: str, language: str = "en") -> 
         record(item, index not in missing_negations)
 
     if language == "en":
-        from clinical.quality import terms  # imports faithfulness, which imports this module
-
         for term, kept in terms.terms_checked(input_text=input_text, output_text=output_text):
             record(SafetyItem("term", term.word), kept)
 

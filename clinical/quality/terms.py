@@ -49,7 +49,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from clinical.quality.faithfulness import normalize
+from clinical.quality.textnorm import normalize
 from inference.lay_terms import HPO_LAYPERSON, easy_word, find_terms
 
 #: Medical word parts, as a regular expression over a lower-case word, and
@@ -236,7 +236,7 @@ def term_kept(term: Term, output_norm: str, input_norm: str = "") -> bool:
     docstring). A plain word explains it only where the output has it more
     often than the input (``input_norm``): "The tone is characterized by
     a limp" does not explain "paratonia" with the input's own "tone". Both
-    texts are :func:`~clinical.quality.faithfulness.normalize`'d."""
+    texts are :func:`~clinical.quality.textnorm.normalize`'d."""
     word = normalize(term.word)
     words = _WORD.findall(output_norm)
     stem = word[:min(STEM_LETTERS, len(word) - 1)]
