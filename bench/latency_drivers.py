@@ -366,7 +366,7 @@ class NativeServerDriver(ServerDriver):
         await asyncio.to_thread(self.server.wait_ready, 600)
         self.client = httpx.AsyncClient(base_url=self.server.base_url, timeout=600,
                                         limits=httpx.Limits(max_connections=64, max_keepalive_connections=64))
-        self.settings = {"command": " ".join(["llama-server", *command[1:]]).replace(str(Path.home()), "~"),
+        self.settings = {"command": " ".join(["llama-server", *command[1:]]).replace(str(ROOT), ".").replace(str(Path.home()), "~"),
                          "slots": self.slots}
 
     def body(self, text: str, workload: Workload) -> dict:

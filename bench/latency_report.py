@@ -154,7 +154,7 @@ def markdown(report: dict) -> str:
         f"{meta['load_average_after']}: other processes shared the machine, so absolute times are noisy; "
         "every ratio compares runs of the same process.",
         "",
-        "## The four targets",
+        "## The targets",
         "",
         "| ratio | target | " + " | ".join(ENGINE_NAMES[e] for e in found) + " |",
         "|---|---|" + "---|" * len(found),
