@@ -32,9 +32,13 @@ limp" does not explain "paratonia" by the input's own "tone").
 So "Partial plantar fasciotomy" rewritten as "partial foot tightening"
 misses "fasciotomy" (no cut is named), while "a cut to release the tight
 tissue under the foot" explains it; "Gross hematuria" as
-"blood in the urine" explains it. Limits by design: one plain word for one
-part is enough ("stable speech" for "stable expressive aphasia" passes on
-"speech"), and a word with no known part is not checked at all.
+"blood in the urine" explains it. A term whose medical part follows the
+privative prefix ``a-``/``an-`` ("without", "not": aphasia, apnea, anemia,
+atrophy) is explained only by a plain word for that part *and* a word of
+absence or loss (:data:`PRIVATIVE`): "stable speech" for "stable expressive
+aphasia" names the speech but not its loss, "trouble speaking" explains it.
+Limits by design: otherwise one plain word for one part is enough, and a
+word with no known part is not checked at all.
 
 The word parts and their plain meanings are the standard tables of
 medical terminology (Chabner, *The Language of Medicine*, 12th ed.,
@@ -140,6 +144,16 @@ WORD_PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (r"calcul(?:i|us|ous)$|calcif", ("stone", "calcium", "harden")),
 )
 
+#: Words of absence, loss or lack: with the plain word for its part, one of
+#: them explains a term of the privative prefix ``a-``/``an-`` (Chabner,
+#: "Prefixes": a-, an- "no, not, without"), matched as whole words or, with
+#: a trailing ``*``, as word starts.
+PRIVATIVE = ("no", "not", "none", "without", "cannot", "unable", "loss", "lost", "lack*", "trouble*", "difficult*",
+             "hard", "absen*", "low*", "reduc*", "decreas*", "less", "little", "shrink*", "shrunk*", "small*",
+             "thin*", "wast*", "weak*", "stop*", "problem*", "disorder*", "disturb*", "poor*", "never")
+_PRIVATIVE = re.compile("|".join(rf"(?<![a-z]){re.escape(w.rstrip('*'))}" + ("" if w.endswith("*") else "(?![a-z])")
+                                 for w in PRIVATIVE) + r"|n't(?![a-z])")
+
 #: Everyday words that the patterns above would read as terms.
 NOT_TERMS = re.compile(r"^(?:systemic|academic|endemic|epidemic|pandemic|polemic|sympath|empath|apath|catastroph|"
                        r"troph(?:y|ies)$|program|diagram|kilogram|milligram|microgram|telegram|photograph|paragraph|"
@@ -167,13 +181,16 @@ _STOPWORDS = {"the", "and", "for", "with", "from", "that", "this", "into", "your
 @dataclass(frozen=True)
 class Term:
     """One medical word of the input: ``word`` as written, its character
-    offsets ``start``/``end`` in the input, and ``plain``: the stems of the
-    plain words that explain it."""
+    offsets ``start``/``end`` in the input, ``plain``: the stems of the
+    plain words that explain it, and ``privative``: its medical part
+    follows the prefix ``a-``/``an-``, so a plain word explains it only
+    beside a word of :data:`PRIVATIVE`."""
 
     word: str
     start: int
     end: int
     plain: tuple[str, ...]
+    privative: bool = False
 
 
 @functools.cache
@@ -181,16 +198,18 @@ def _compiled_parts() -> tuple[tuple[re.Pattern, tuple[str, ...]], ...]:
     return tuple((re.compile(pattern), plain) for pattern, plain in WORD_PARTS)
 
 
-def _word_part_plain(word: str) -> tuple[bool, set[str]]:
-    """``(has a medical word part, the plain words of its parts)`` for one
-    lower-case word."""
+def _word_part_plain(word: str) -> tuple[bool, set[str], bool]:
+    """``(has a medical word part, the plain words of its parts, a part
+    follows the privative prefix a-/an-)`` for one lower-case word."""
     plain: set[str] = set()
-    medical = False
+    medical = privative = False
     for pattern, words in _compiled_parts():
-        if pattern.search(word):
+        if match := pattern.search(word):
             medical = True
             plain.update(words)
-    return medical, plain
+            privative = privative or (word[0] == "a" and match.start() == 1) or (
+                word.startswith("an") and match.start() == 2)
+    return medical, plain, privative
 
 
 def input_terms(text: str) -> list[Term]:
@@ -219,7 +238,7 @@ def input_terms(text: str) -> list[Term]:
         if (len(word) < MIN_TERM_LETTERS or word in seen or easy_word(word, EASY_ENDINGS)
                 or NOT_TERMS.match(word)):
             continue
-        medical, plain = _word_part_plain(word)
+        medical, plain, privative = _word_part_plain(word)
         if m.start() in lay:
             medical = medical or m.start() in single
             plain |= lay[m.start()]
@@ -227,7 +246,7 @@ def input_terms(text: str) -> list[Term]:
             continue
         seen.add(word)
         terms.append(Term(text[m.start():m.start() + len(word)], m.start(), m.start() + len(word),
-                          tuple(sorted(plain))))
+                          tuple(sorted(plain)), privative))
     return terms
 
 
@@ -244,7 +263,10 @@ def term_kept(term: Term, output_norm: str, input_norm: str = "") -> bool:
         return True
     if any(len(w) >= PIECE_LETTERS and w in word for w in words):
         return True
-    return any(_count(plain, output_norm) > _count(plain, input_norm) for plain in term.plain)
+    explained = any(_count(plain, output_norm) > _count(plain, input_norm) for plain in term.plain)
+    if explained and term.privative:
+        return len(_PRIVATIVE.findall(output_norm)) > len(_PRIVATIVE.findall(input_norm))
+    return explained
 
 
 def _count(plain: str, norm: str) -> int:

@@ -47,6 +47,21 @@ def test_a_plain_word_the_input_already_had_does_not_explain_a_term():
     assert missing("The tone is characterized by paratonia.", "The tone is stiff.") == []
 
 
+def test_a_term_of_the_privative_prefix_needs_a_word_of_loss_beside_its_part():
+    # a-phasia, "without speech": "speech" alone names what is lost, not the loss.
+    assert missing("Stable expressive aphasia and decreased vision.", "Stable speech and decreased vision.") == \
+        ["aphasia"]
+    assert missing("Stable expressive aphasia.", "She still has trouble speaking.") == []
+    assert missing("Obstructive sleep apnea.", "Heavy breathing during sleep.") == ["apnea"]
+    assert missing("Obstructive sleep apnea.", "His breathing stops while he sleeps.") == []
+    assert missing("Muscle atrophy.", "The muscles are wasting away.") == []
+    # a word of loss the input already had does not count again
+    assert missing("No aphasia.", "No speech.") == ["aphasia"]
+    assert missing("No aphasia.", "No trouble speaking.") == []
+    # other words starting with a are not privative ("adenopathy": aden- + -pathy)
+    assert not any(t.privative for t in input_terms("Adenopathy and arthritis of the knee."))
+
+
 def test_everyday_words_and_body_sites_alone_are_not_terms():
     text = ("The weather and her father, a systemic analysis of the program; the kidney and the abdominal wall; "
             "blood pressure and fever.")
