@@ -191,6 +191,19 @@ _SIDES_AND_NEGATIONS = re.compile(r"\b(left|right|bilateral|both|no|not|non|with
                                   re.IGNORECASE)
 
 
+#: An abbreviation as a whole term: two to five capitals, maybe a plural "s" ("CC", "CHF", "MIs").
+_ABBREVIATION = re.compile(r"^([A-Z]{2,5})s?$")
+
+
+def _spells(abbreviation: str, plain: str) -> bool:
+    """``plain`` expands ``abbreviation``: its letters are, in order, the
+    first letters of words of ``plain`` ("CC", "chief complaint"; "CHF",
+    "congestive heart failure"; other words may come between, "ET",
+    "a breathing tube in the trachea" does not)."""
+    initials = iter(word[0] for word in re.findall(r"[a-z]+", plain.lower()))
+    return all(letter in initials for letter in abbreviation.lower())
+
+
 def _easy(word: str) -> bool:
     """On the easy list (:func:`inference.lay_terms.easy_word`), itself or
     as a plain inflection of an easy word ("marked", "lungs")."""
@@ -204,7 +217,12 @@ def span_lines_parse(answer: str) -> list[tuple[str, str]]:
     the plain words have at most :data:`SPAN_MAX_WORDS` words, and the term
     is hard (a word not on the Dale-Chall easy list, nor an inflection of
     one) and names no number,
-    drug, side or negation (those facts must stay as written).
+    drug, side or negation (those facts must stay as written). An
+    abbreviation ("CC") is replaced only by words whose first letters spell
+    it (:func:`_spells`: "chief complaint", not the guess "Communication"):
+    no check can tell a wrong expansion from a right one, so this lane,
+    which copies the sentence to stay faithful, keeps an abbreviation it
+    cannot expand letter by letter as written.
 
     Returns:
         ``[(term, plain words)]`` in the answer's order, the term as written
@@ -221,6 +239,8 @@ def span_lines_parse(answer: str) -> list[tuple[str, str]]:
         if (not term or not plain or plain.lower() == term.lower() or len(plain.split()) > SPAN_MAX_WORDS
                 or not words or all(_easy(w) for w in words) or re.search(r"\d", term)
                 or _SIDES_AND_NEGATIONS.search(term) or find_drugs(term)):
+            continue
+        if (abbreviation := _ABBREVIATION.match(term)) and not _spells(abbreviation.group(1), plain):
             continue
         pairs.append((term, plain))
     return pairs

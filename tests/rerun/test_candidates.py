@@ -169,6 +169,17 @@ def test_span_replacement_replaces_hard_terms_and_keeps_the_facts():
     assert result.passed and candidates.candidate_tier(result) == 1
 
 
+def test_span_replacement_expands_an_abbreviation_only_into_words_that_spell_it():
+    answer = "CC => Communication\naphasia => trouble speaking"
+    text, replaced = candidates.span_candidate_text(text="CC : Stable expressive aphasia .", answer=answer)
+    assert text == "CC : Stable expressive trouble speaking ." and replaced == [("aphasia", "trouble speaking")]
+    text, _ = candidates.span_candidate_text(text="CC : Stable expressive aphasia .",
+                                             answer="CC => chief complaint\nCHF => congestive heart failure")
+    assert text.startswith("Chief complaint : Stable")
+    assert candidates.span_lines_parse("CHFs => congestive heart failures\nMI => heart attack") == [
+        ("CHFs", "congestive heart failures")]
+
+
 def test_span_replacement_falls_back_on_hpo_layperson_synonyms_when_the_model_names_nothing():
     text, replaced = candidates.span_candidate_text(text="Cardiomegaly .", answer="I cannot help with that.")
     assert replaced == [("Cardiomegaly", "enlarged heart")]
