@@ -77,6 +77,11 @@ class GenerationParams:
             diagnosis gives the same explanation).
         ignore_eos: keep generating until ``max_tokens`` (benchmarks use it
             for fixed output lengths).
+        seed: seed of this request's own random generator when
+            ``temperature > 0``: the same seed, messages and engine give the
+            same sampled text whatever ran before (``None``: the engine's
+            shared generator, so a sampled text depends on the order of
+            requests). Ignored when greedy.
         background: best-effort work that yields to interactive requests
             (the glossary step after a translation). On an engine that runs
             one request at a time, queued interactive requests go before
@@ -92,6 +97,7 @@ class GenerationParams:
     temperature: float = 0.0
     ignore_eos: bool = False
     background: bool = False
+    seed: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -454,12 +454,12 @@ class BatchScheduler:
             self._finish(seq, None)
             return
         vocab = engine._llm._model.vocab
-        token = engine._sample(logits, params.temperature)
+        token = engine._sample(logits, params.temperature, job.rng)
         if params.ignore_eos:
             while llama_cpp.llama_vocab_is_eog(vocab, token):
                 logits = logits.copy()
                 logits[token] = -np.inf
-                token = engine._sample(logits, params.temperature)
+                token = engine._sample(logits, params.temperature, job.rng)
         logprob = log_softmax_at(logits, token)
         first = seq.first
         seq.first = False

@@ -96,6 +96,8 @@ class _Job:
     #: Set (under the engine's lock) on a running background job when an
     #: interactive job arrives; the worker stops it at its next token.
     preempted: threading.Event = field(default_factory=threading.Event)
+    #: The request's own generator (``params.seed``), else ``None``: the engine's.
+    rng: np.random.Generator | None = None
 
     def emit(self, item: object) -> None:
         try:
@@ -320,7 +322,8 @@ class LlamaCppEngine(Engine):
             raise EngineDead(health.reason)
         if request_id in self._jobs:
             raise EngineError(f"duplicate request id {request_id}")
-        job = _Job(request_id, messages, params, asyncio.get_running_loop(), asyncio.Queue())
+        job = _Job(request_id, messages, params, asyncio.get_running_loop(), asyncio.Queue(),
+                   rng=None if params.seed is None else np.random.default_rng(params.seed))
         self._admission_claim(params.background)
         self._jobs[request_id] = job
         if self._batcher is not None:
@@ -512,12 +515,12 @@ class LlamaCppEngine(Engine):
             logits = np.ctypeslib.as_array(
                 llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(n_vocab,)
             )
-            token = self._sample(logits, params.temperature)
+            token = self._sample(logits, params.temperature, job.rng)
             if params.ignore_eos:
                 while llama_cpp.llama_vocab_is_eog(vocab, token):
                     logits = logits.copy()
                     logits[token] = -np.inf
-                    token = self._sample(logits, params.temperature)
+                    token = self._sample(logits, params.temperature, job.rng)
             logprob = _log_softmax_at(logits, token)
             if llama_cpp.llama_vocab_is_eog(vocab, token):
                 tail = decoder.decode(b"", final=True)
@@ -554,10 +557,13 @@ class LlamaCppEngine(Engine):
                 self._instruction_tokens.pop(next(iter(self._instruction_tokens)))
         return _common_prefix(self._instruction_tokens[key], tokens)
 
-    def _sample(self, logits: np.ndarray, temperature: float) -> int:
+    def _sample(self, logits: np.ndarray, temperature: float, rng: np.random.Generator | None = None) -> int:
+        """The next token: greedy at temperature 0, else drawn from the
+        tempered softmax with ``rng`` (a request's own, ``params.seed``) or
+        the engine's shared generator."""
         if temperature <= 0:
             return int(np.argmax(logits))
         scaled = logits.astype(np.float64) / temperature
         probs = np.exp(scaled - scaled.max())
         probs /= probs.sum()
-        return int(self._rng.choice(len(probs), p=probs))
+        return int((rng or self._rng).choice(len(probs), p=probs))

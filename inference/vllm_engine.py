@@ -367,6 +367,7 @@ class VllmEngine(Engine):
             max_tokens=params.max_tokens,
             temperature=params.temperature,
             ignore_eos=params.ignore_eos,
+            seed=params.seed,
             logprobs=0,  # the sampled token's own logprob only
             output_kind=RequestOutputKind.DELTA,
         )

@@ -25,11 +25,10 @@ re-run therefore tries up to four candidates, in the order of
     faithfulness checks (:func:`span_replacements_apply`), so the candidate
     passes both checks by construction: the safety net. English output only.
 ``sampled``
-    the translation's messages at temperature :data:`SAMPLED_TEMPERATURE`.
-    ``GenerationParams`` has no per-request seed; llama.cpp samples from the
-    engine's own RNG, seeded when the worker loads it (seed 0), vLLM from its
-    own, so a sampled candidate is reproducible only within one worker's
-    sequence of requests.
+    the translation's messages at temperature :data:`SAMPLED_TEMPERATURE`,
+    with a seed of its own (:func:`sampled_seed`, from the input and its
+    prompt version), so the same translation gets the same sampled
+    candidate whatever the worker ran before (and a benchmark repeats).
 
 Each candidate is measured the way the product measures an output
 (:func:`clinical.quality.measure.output_quality`: safety, faithfulness,
@@ -42,6 +41,7 @@ Plain functions over values: the engine calls are in
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from dataclasses import dataclass, field
@@ -132,6 +132,14 @@ class CandidatePlan:
     parts: tuple[TranslationPart, ...] = ()
 
 
+def sampled_seed(translation: Translation) -> int:
+    """The ``sampled`` candidate's seed: the first 8 bytes of the SHA-256 of
+    the input text and its prompt version, as an unsigned integer below
+    2**63 (vLLM and NumPy take it). Stable across workers and restarts."""
+    digest = hashlib.sha256(f"{translation.prompt_version}\n{translation.input_text}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
 def candidate_plan(*, translation: Translation, name: str, messages: list[dict[str, str]] | None = None,
                    pool: ExamplePool | None = None) -> CandidatePlan:
     """What to generate for candidate ``name`` of ``translation`` (see the
@@ -150,7 +158,8 @@ def candidate_plan(*, translation: Translation, name: str, messages: list[dict[s
     max_tokens = settings.MAX_OUTPUT_TOKENS
     if name in (FULL_PRECISION, SAMPLED):
         params = (GenerationParams(max_tokens=max_tokens) if name == FULL_PRECISION else
-                  GenerationParams(max_tokens=max_tokens, temperature=SAMPLED_TEMPERATURE))
+                  GenerationParams(max_tokens=max_tokens, temperature=SAMPLED_TEMPERATURE,
+                                   seed=sampled_seed(translation)))
         if messages:
             return CandidatePlan(name, messages, params, translation.prompt_version)
         parts = translation_parts(translation)
@@ -204,6 +213,17 @@ def _spells(abbreviation: str, plain: str) -> bool:
     return all(letter in initials for letter in abbreviation.lower())
 
 
+def _drops_an_edge_word(words: list[str], plain: str) -> bool:
+    """An easy word at the start or end of the term ("stable" of "Stable
+    expressive aphasia", "needle" of "needle puncture mark") is missing from
+    the plain words (compared by its first four letters): the replacement
+    would delete a word the patient could read, and no check counts
+    qualifiers such as "stable", "mild" or "needle"."""
+    plain_words = re.findall(r"[a-z][a-z'-]*", plain.lower())
+    edges = {words[0], words[-1]} if len(words) > 1 else set()
+    return any(_easy(w) and not any(p.startswith(w[:4]) for p in plain_words) for w in edges)
+
+
 def _easy(word: str) -> bool:
     """On the easy list (:func:`inference.lay_terms.easy_word`), itself or
     as a plain inflection of an easy word ("marked", "lungs")."""
@@ -222,7 +242,10 @@ def span_lines_parse(answer: str) -> list[tuple[str, str]]:
     it (:func:`_spells`: "chief complaint", not the guess "Communication"):
     no check can tell a wrong expansion from a right one, so this lane,
     which copies the sentence to stay faithful, keeps an abbreviation it
-    cannot expand letter by letter as written.
+    cannot expand letter by letter as written. A term of several words
+    whose first or last word is easy keeps that word in its plain words
+    (:func:`_drops_an_edge_word`), else the line is dropped and the
+    vocabulary's replacement, if any, applies to the hard words alone.
 
     Returns:
         ``[(term, plain words)]`` in the answer's order, the term as written
@@ -241,6 +264,8 @@ def span_lines_parse(answer: str) -> list[tuple[str, str]]:
                 or _SIDES_AND_NEGATIONS.search(term) or find_drugs(term)):
             continue
         if (abbreviation := _ABBREVIATION.match(term)) and not _spells(abbreviation.group(1), plain):
+            continue
+        if _drops_an_edge_word(words, plain):
             continue
         pairs.append((term, plain))
     return pairs

@@ -66,6 +66,17 @@ def firsts_before_any_end(events) -> bool:
 
 
 @pytest.mark.asyncio(loop_scope="module")
+async def test_a_seeded_sampled_request_gets_the_same_text_whatever_ran_before(engine, serial):
+    text, other = laymaker_sentences()[5], laymaker_sentences()[6]
+    sampled = {"max_tokens": 24, "temperature": 1.0}
+    for eng in (serial, engine):
+        first = await alone(eng, text, "seeded-1", seed=1234, **sampled)
+        await alone(eng, other, "unseeded", **sampled)  # draws from the engine's own generator
+        assert await alone(eng, text, "seeded-2", seed=1234, **sampled) == first
+        assert len({await alone(eng, text, f"seed-{seed}", seed=seed, **sampled) for seed in (1, 2, 3)}) > 1
+
+
+@pytest.mark.asyncio(loop_scope="module")
 @pytest.mark.parametrize("clients", [2, BATCH])
 async def test_concurrent_requests_interleave(engine, clients):
     """Every request's first token arrives before any request finishes: they

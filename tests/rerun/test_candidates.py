@@ -152,6 +152,18 @@ def test_unknown_candidate_names_are_refused(settings):
         candidates.candidate_names()
 
 
+def test_the_sampled_candidate_has_a_seed_of_its_own_from_the_input_and_its_prompt():
+    messages = [{"role": "user", "content": KNEE}]
+    translation = Translation(input_text=KNEE, language="en", reading_level=6, prompt_version="p1")
+    plan = candidates.candidate_plan(translation=translation, name=candidates.SAMPLED, messages=messages)
+    assert plan.params.seed == candidates.sampled_seed(translation) and 0 <= plan.params.seed < 2 ** 63
+    again = Translation(input_text=KNEE, language="en", reading_level=6, prompt_version="p1")
+    assert candidates.sampled_seed(again) == plan.params.seed
+    assert candidates.sampled_seed(Translation(input_text=KNEE, prompt_version="p2")) != plan.params.seed
+    greedy = candidates.candidate_plan(translation=translation, name=candidates.FULL_PRECISION, messages=messages)
+    assert greedy.params.seed is None and greedy.params.temperature == 0
+
+
 # -- span replacement -----------------------------------------------------------
 
 def test_span_replacement_replaces_hard_terms_and_keeps_the_facts():
@@ -178,6 +190,18 @@ def test_span_replacement_expands_an_abbreviation_only_into_words_that_spell_it(
     assert text.startswith("Chief complaint : Stable")
     assert candidates.span_lines_parse("CHFs => congestive heart failures\nMI => heart attack") == [
         ("CHFs", "congestive heart failures")]
+
+
+def test_span_replacement_keeps_an_easy_word_at_the_edge_of_a_term():
+    # "stable" and "needle" are words a patient reads; a replacement may not drop them
+    assert candidates.span_lines_parse("Stable expressive aphasia => a type of language disorder\n"
+                                       "needle puncture mark => puncture mark\n"
+                                       "Bowel sounds => sounds from the gut\n"
+                                       "Mild cardiomegaly => a mildly enlarged heart") == [
+        ("Bowel sounds", "sounds from the gut"), ("Mild cardiomegaly", "a mildly enlarged heart")]
+    text, _ = candidates.span_candidate_text(text="CC : Stable expressive aphasia .",
+                                             answer="Stable expressive aphasia => a type of language disorder")
+    assert text == "CC : Stable loss of expressive speech ."  # the vocabulary's words for the hard ones
 
 
 def test_span_replacement_falls_back_on_hpo_layperson_synonyms_when_the_model_names_nothing():
