@@ -243,7 +243,11 @@ class ServerDriver(Driver):
         self.server: ServerProcess | None = None
         self.client: httpx.AsyncClient | None = None
         self.settings = {}
-        self._no_eos: dict[str, float] = {}
+        #: The server's answer once its model is loaded, and its log file's name.
+        self.ready_path = "/v1/models" if engine == "llamacpp" else "/health"
+        self.log_name = f"server-{engine}.log"
+        #: Request fields for a fixed output length (:meth:`fixed_length_fields`, read at start).
+        self._fixed_length: dict = {}
 
     def command(self) -> tuple[list[str], dict[str, str]]:
         paths = model_paths()
@@ -266,24 +270,27 @@ class ServerDriver(Driver):
     async def start(self) -> None:
         command, extra_env = self.command()
         env = dict(os.environ) | extra_env | {"PYTHONUNBUFFERED": "1"}
-        ready_path = "/v1/models" if self.engine == "llamacpp" else "/health"
-        self.server = ServerProcess(command, env, self.log_dir / f"server-{self.engine}.log", ready_path)
+        self.server = ServerProcess(command, env, self.log_dir / self.log_name, self.ready_path)
         await asyncio.to_thread(self.server.wait_ready, 600)
         self.client = httpx.AsyncClient(base_url=self.server.base_url, timeout=600,
                                         limits=httpx.Limits(max_connections=64, max_keepalive_connections=64))
-        if self.engine == "llamacpp":
-            self._no_eos = {str(i): -1e9 for i in _eog_token_ids(model_paths()["hf"])}
+        self._fixed_length = self.fixed_length_fields()
         self.settings = {"command": " ".join(command[1:]).replace(str(ROOT), ".").replace(str(Path.home()), "~"),
                          **extra_env, "engine_log": engine_log_facts(self.server.logs())}
+
+    def fixed_length_fields(self) -> dict:
+        """Request fields that make the server generate exactly
+        ``max_tokens``: vLLM's ``ignore_eos``; llama-cpp-python has none, so
+        a -1e9 ``logit_bias`` on the model's end-of-generation tokens."""
+        if self.engine == "vllm":
+            return {"ignore_eos": True}
+        return {"logit_bias": {str(i): -1e9 for i in _eog_token_ids(model_paths()["hf"])}}
 
     def body(self, text: str, workload: Workload) -> dict:
         body = {"model": MODEL_ALIAS, "messages": build_messages(text), "max_tokens": workload.max_tokens,
                 "temperature": 0.0, "stream": True, "stream_options": {"include_usage": True}}
         if workload.ignore_eos:
-            if self.engine == "vllm":
-                body["ignore_eos"] = True
-            else:
-                body["logit_bias"] = self._no_eos
+            body.update(self._fixed_length)
         return body
 
     async def request(self, text: str, workload: Workload) -> RequestResult:
@@ -350,31 +357,26 @@ class NativeServerDriver(ServerDriver):
         if slots < 1:
             raise ValueError(f"llama-server needs at least one slot, not {slots}")
         self.slots = slots
+        self.ready_path, self.log_name = "/health", "server-llama-server.log"
+        #: The built binary (:func:`bench.llama_server.build`, at start).
+        self.binary = "llama-server"
 
-    def command(self, binary: str = "llama-server") -> tuple[list[str], dict[str, str]]:
+    def command(self) -> tuple[list[str], dict[str, str]]:
         threads = str(self.threads or os.cpu_count() or 1)
-        return [binary, "-m", model_paths()["gguf"], "--alias", MODEL_ALIAS, "--host", "127.0.0.1",
+        return [self.binary, "-m", model_paths()["gguf"], "--alias", MODEL_ALIAS, "--host", "127.0.0.1",
                 "--port", "{port}", "--parallel", str(self.slots), "-c", str(N_CTX * self.slots),
                 "-t", threads, "-tb", threads, "--no-webui"], {}
 
     async def start(self) -> None:
         from bench.llama_server import build
 
-        binary = await asyncio.to_thread(build)
-        command, _ = self.command(str(binary))
-        self.server = ServerProcess(command, dict(os.environ), self.log_dir / "server-llama-server.log", "/health")
-        await asyncio.to_thread(self.server.wait_ready, 600)
-        self.client = httpx.AsyncClient(base_url=self.server.base_url, timeout=600,
-                                        limits=httpx.Limits(max_connections=64, max_keepalive_connections=64))
-        self.settings = {"command": " ".join(["llama-server", *command[1:]]).replace(str(ROOT), ".").replace(str(Path.home()), "~"),
-                         "slots": self.slots}
+        self.binary = str(await asyncio.to_thread(build))
+        await super().start()
+        self.settings = {"command": f"llama-server {self.settings['command']}", "slots": self.slots}
 
-    def body(self, text: str, workload: Workload) -> dict:
-        body = {"model": MODEL_ALIAS, "messages": build_messages(text), "max_tokens": workload.max_tokens,
-                "temperature": 0.0, "stream": True, "stream_options": {"include_usage": True}}
-        if workload.ignore_eos:
-            body["ignore_eos"] = True
-        return body
+    def fixed_length_fields(self) -> dict:
+        """llama-server has its own ``ignore_eos``."""
+        return {"ignore_eos": True}
 
 
 # -- 4. naive baseline ----------------------------------------------------------

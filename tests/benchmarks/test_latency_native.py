@@ -29,7 +29,9 @@ def _without_native() -> dict:
 
 def test_native_server_gets_the_slots_the_default_model_and_a_context_per_slot(monkeypatch, tmp_path):
     monkeypatch.setenv(MODEL_ENV, "default")
-    command, env = NativeServerDriver(slots=3, log_dir=tmp_path, threads=2).command("/cache/llama-server")
+    driver = NativeServerDriver(slots=3, log_dir=tmp_path, threads=2)
+    driver.binary = "/cache/llama-server"  # what start() sets from the build
+    command, env = driver.command()
     assert command[0] == "/cache/llama-server" and env == {}
     flags = dict(zip(command[1::2], command[2::2]))
     assert flags["-m"] == str(models.default_gguf_path())
@@ -40,7 +42,9 @@ def test_native_server_gets_the_slots_the_default_model_and_a_context_per_slot(m
 
 
 def test_native_server_fixes_the_output_length_with_its_own_ignore_eos(tmp_path):
-    body = NativeServerDriver(slots=3, log_dir=tmp_path).body("Left knee effusion.", Workload("short", ("x",), 32))
+    driver = NativeServerDriver(slots=3, log_dir=tmp_path)
+    driver._fixed_length = driver.fixed_length_fields()  # as start() reads it
+    body = driver.body("Left knee effusion.", Workload("short", ("x",), 32))
     assert body["ignore_eos"] is True and "logit_bias" not in body
     assert body["max_tokens"] == 32 and body["temperature"] == 0.0 and body["stream"] is True
     assert body["messages"][-1]["content"].endswith("Left knee effusion.")
