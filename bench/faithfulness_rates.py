@@ -2,10 +2,12 @@
 laymaker-dev: the clinicians' rewrites (REFERENCE, faithful by
 definition: every flag there is a false positive or a liberty the
 clinician took), the four published systems, and this system's committed
-outputs (``docs/quality/quality-report-outputs.jsonl``, keys
-``laymaker-<ID>``). Also times the check per sentence after warm-up.
+outputs (``--outputs``, default ``docs/quality/quality-report-examples-outputs.jsonl``,
+keys ``laymaker-<ID>``, the rows of ``--prompt-version``, default the
+cluster prompt users get). Also times the check per sentence after warm-up.
 
     .venv/bin/python -m bench.faithfulness_rates [--out docs/quality/faithfulness-rates]
+        [--outputs FILE] [--prompt-version VERSION]
 
 writes ``<out>.json`` (rates by kind and every flag with its row) and
 prints a Markdown summary.
@@ -20,20 +22,31 @@ import statistics
 import time
 from pathlib import Path
 
-from tests.data import SHARED_DATA
+from bench.shared_data import shared_data_file
 
 SYSTEMS = ("REFERENCE", "REDDIT-NGRAM", "REDDIT-GPT1", "GENERAL-GPT2", "NTS")
 OURS = "this system"
 
 
-def load_rows() -> tuple[list[dict], dict[str, str]]:
-    with open(SHARED_DATA / "laymaker-dev.csv", newline="", encoding="utf-8") as handle:
+DEFAULT_OUTPUTS = "docs/quality/quality-report-examples-outputs.jsonl"
+DEFAULT_PROMPT_VERSION = "2026-11-25.2+c12x8k0"
+
+
+def load_rows(outputs: str = DEFAULT_OUTPUTS,
+              prompt_version: str = DEFAULT_PROMPT_VERSION) -> tuple[list[dict], dict[str, str]]:
+    """laymaker-dev's rows and this system's outputs by row ID (the records
+    of ``outputs`` made with ``prompt_version``; every record when the file
+    has no versions).
+
+    Raises:
+        bench.shared_data.SharedDataMissing: laymaker-dev is not there.
+    """
+    with open(shared_data_file("laymaker-dev.csv"), newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     ours = {}
-    path = Path("docs/quality/quality-report-outputs.jsonl")
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in Path(outputs).read_text(encoding="utf-8").splitlines():
         record = json.loads(line)
-        if record["key"].startswith("laymaker-"):
+        if record["key"].startswith("laymaker-") and record.get("prompt_version", prompt_version) == prompt_version:
             ours[record["key"].split("-", 1)[1]] = record["output"]
     return rows, ours
 
@@ -43,12 +56,19 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m bench.faithfulness_rates", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="docs/quality/faithfulness-rates")
+    parser.add_argument("--outputs", default=DEFAULT_OUTPUTS, help="this system's outputs (JSON lines)")
+    parser.add_argument("--prompt-version", default=DEFAULT_PROMPT_VERSION,
+                        help="the outputs' prompt version to read (the file may hold several)")
     args = parser.parse_args(argv)
-    rows, ours = load_rows()
+    rows, ours = load_rows(args.outputs, args.prompt_version)
+    if not ours:
+        print(f"no laymaker outputs of prompt version {args.prompt_version!r} in {args.outputs}")
+        return 2
     started = time.perf_counter()
     faithfulness.warm()
     warm_ms = (time.perf_counter() - started) * 1000
-    summary: dict = {"warm_ms": round(warm_ms), "systems": {}}
+    summary: dict = {"warm_ms": round(warm_ms), "outputs": args.outputs, "prompt_version": args.prompt_version,
+                     "systems": {}}
     times = []
     for system in (*SYSTEMS, OURS):
         flagged_rows, by_kind, flags = 0, {}, []

@@ -36,6 +36,11 @@ output:
   lacks as exact synonyms ("belly", "spine", "bladder") are mapped to
   UBERON terms in :data:`LAY_WORDS`; class words that name no site
   ("organ", "tissue", "blood") are ignored (:data:`GENERIC_SITES`).
+* ``vital_sign``: a vital sign (blood pressure, heart rate, respiratory
+  rate, body temperature, oxygen saturation: HL7 FHIR R4's Vital Signs
+  profile) named in the output when nothing in the input grounds it (its
+  name, abbreviation, unit, or a finding defined by it such as
+  "hypertension"): :mod:`clinical.quality.vitals`.
 * ``negation``: polarity. NegEx-style cues (Chapman et al. 2001) with a
   forward scope of five words (backward for "absent", "ruled out",
   "negative", ...). Flagged: a content word the output negates that the
@@ -52,8 +57,8 @@ output:
 
 English and Spanish outputs (``language``); the input is English. For
 Spanish only ``number``, ``unit``, ``laterality`` and ``person`` are
-checked: the drug dictionary, the anatomy vocabulary and the negation
-cues are English (a Spanish output would be flagged for every organ it
+checked: the drug dictionary, the anatomy vocabulary, the vital signs'
+words and the negation cues are English (a Spanish output would be flagged for every organ it
 names), so those kinds are skipped, not guessed.
 
 Pure Python over dictionaries and compiled regular expressions: median
@@ -77,8 +82,9 @@ from pathlib import Path
 from clinical.quality.safety import number_words
 from clinical.quality.safety_vocab import LATERALITY_INPUT, UNITS
 from clinical.quality.textnorm import normalize
+from clinical.quality.vitals import vital_sign_spans
 
-KINDS = ("number", "unit", "drug", "laterality", "body_site", "negation", "person")
+KINDS = ("number", "unit", "drug", "laterality", "body_site", "vital_sign", "negation", "person")
 LANGUAGES = ("en", "es")
 #: Kinds checked per output language (see the module docstring).
 LANGUAGE_KINDS = {"en": KINDS, "es": ("number", "unit", "laterality", "person")}
@@ -934,6 +940,9 @@ def faithfulness_check(source: str, output: str, *, language: str = "en") -> Fai
             flags += _drug_flags(source, source_norm, output)
         if "body_site" in kinds:
             flags += _site_flags(source_norm, output, output_norm)
+        if "vital_sign" in kinds:
+            flags += [FaithfulnessFlag("vital_sign", output[start:end], start, end, f"{sign} not in input")
+                      for start, end, sign in vital_sign_spans(source_norm, output_norm)]
         if "negation" in kinds:
             flags += _negation_flags(source_norm, output, output_norm)
     flags.sort(key=lambda f: (f.start, f.end, f.kind))

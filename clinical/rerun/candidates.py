@@ -282,16 +282,30 @@ _ARTICLE_BEFORE = re.compile(r"(?<!\w)(a|an|the)\s+$", re.IGNORECASE)
 _DETERMINER_BEFORE = re.compile(r"(?<!\w)(her|his|your|my|their|its|our|this|that|these|those|any|some|no)\s+$",
                                 re.IGNORECASE)
 _ARTICLE_START = re.compile(r"^(a|an|the)\s+", re.IGNORECASE)
+#: The word before a bare term that modifies it ("No obvious lymphadenopathy",
+#: "Immediate hyperemia"): an adjective's common English endings, past
+#: participles ("enlarged") and the degree words of clinical notes that have
+#: none of them. A plain "a growth" after it would read "obvious a growth".
+_MODIFIER_BEFORE = re.compile(
+    r"(?<![\w-])([a-z]+(?:ous|ate|al|ic|ive|ful|ent|ant|ary|ar|ible|able|less|ed)"
+    r"|mild|moderate|severe|marked|slight|small|large|new|old|diffuse|stable|gross|early|late|recent|prior|"
+    r"further|other|more|less|much|little|few|several|many|some|any)\s+$",
+    re.IGNORECASE)
 
 
 def _article_fit(text: str, start: int, plain: str) -> tuple[int, str]:
     """Where a replacement at ``start`` begins, and its words, so that the
     article before it still fits: "an adrenal adenoma" with "a tumor of the
     adrenal gland" gives "a tumor of the adrenal gland", not "an a tumor";
-    "a edema"-style mismatches become "an"/"a" by the plain words' first letter."""
+    "a edema"-style mismatches become "an"/"a" by the plain words' first letter;
+    after a determiner or a modifier and no article ("her generalized
+    malaise", "No obvious lymphadenopathy") the plain words lose their own
+    article ("her feeling of being unwell", "No obvious growth ...").
+    Dropping it is always grammatical there: the term stood bare."""
     before = _ARTICLE_BEFORE.search(text[:start])
     if before is None:
-        if _DETERMINER_BEFORE.search(text[:start]):  # "her a feeling" → "her feeling"
+        # "her a feeling" → "her feeling"; "No obvious a growth" → "No obvious growth"
+        if _DETERMINER_BEFORE.search(text[:start]) or _MODIFIER_BEFORE.search(text[:start]):
             return start, _ARTICLE_START.sub("", plain, count=1)
         return start, plain
     if _ARTICLE_START.match(plain):

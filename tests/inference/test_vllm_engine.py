@@ -73,6 +73,22 @@ async def test_deltas_stream_with_one_logprob_per_token(engine):
     assert "".join(d.text for d in deltas).strip()
 
 
+async def test_a_seeded_sampled_request_gets_the_same_text_whatever_ran_before(engine):
+    """GenerationParams.seed reaches vLLM's SamplingParams.seed: the re-run's
+    sampled candidate repeats on the production engine too."""
+    sentences = laymaker_sentences()
+    sampled = {"max_tokens": 24, "temperature": 1.0}
+
+    async def text(request_id: str, sentence: str, **params) -> str:
+        return "".join([d.text async for d in engine.generate(request_id, build_messages(sentence),
+                                                              GenerationParams(**sampled, **params))])
+
+    first = await text("seeded-1", sentences[5], seed=1234)
+    await text("unseeded", sentences[6])
+    assert await text("seeded-2", sentences[5], seed=1234) == first
+    assert len({await text(f"seed-{seed}", sentences[5], seed=seed) for seed in (1, 2, 3)}) > 1
+
+
 async def test_two_requests_interleave_and_abort_stops_one(engine):
     order: list[str] = []
     sentences = laymaker_sentences()

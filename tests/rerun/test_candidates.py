@@ -220,6 +220,20 @@ def test_span_replacement_keeps_the_article_in_front_of_the_plain_words_grammati
     assert text == "She came for her feeling of being unwell ."
 
 
+def test_span_replacement_drops_the_plain_words_article_after_a_modifier():
+    # the term stood bare after an adjective: "obvious a growth" is not English
+    text, _ = candidates.span_replacements_apply(text="No obvious lymphadenopathy is noted to the neck .",
+                                                 pairs=[("lymphadenopathy", "a swelling of the lymph nodes")])
+    assert text == "No obvious swelling of the lymph nodes is noted to the neck ."
+    text, _ = candidates.span_replacements_apply(text="Mild cardiomegaly . CT shows cardiomegaly .",
+                                                 pairs=[("cardiomegaly", "an enlarged heart")])
+    assert text == "Mild enlarged heart . CT shows cardiomegaly ."
+    # after a verb the article stays
+    text, _ = candidates.span_replacements_apply(text="CT shows cardiomegaly .",
+                                                 pairs=[("cardiomegaly", "an enlarged heart")])
+    assert text == "CT shows an enlarged heart ."
+
+
 # -- the clinician's note ---------------------------------------------------------
 
 def test_the_note_says_which_candidate_replaced_the_text_and_what_the_first_text_lost():
