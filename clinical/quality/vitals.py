@@ -13,7 +13,7 @@ The signs are those of HL7 FHIR R4's Vital Signs profile
 with words of their own: blood pressure, heart rate, respiratory rate,
 body temperature and oxygen saturation (height, weight, BMI and head
 circumference are left out: "weight" is an everyday word). Each has the
-words an output uses for it (:data:`VITAL_SIGNS`, first pattern) and the
+words an output uses for it (:data:`VITAL_SIGN_WORDS`, first pattern) and the
 words of an input that ground it (second pattern): the sign's name, its
 abbreviation (BP, HR, RR, SpO2), its unit (mmHg, bpm) and the findings
 defined by it (hypertension, tachycardia, tachypnea, fever, hypoxia).
@@ -24,29 +24,32 @@ from __future__ import annotations
 
 import re
 
-#: ``{sign: (output words, input words that ground them)}``. An output
-#: "blood pressure medicine/pill" names a drug class, not a measurement
-#: (the drug check reads drugs), so it is not matched.
-VITAL_SIGNS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
+#: ``{sign: (output words, input words that ground them)}``, regular
+#: expressions over folded text. An output "blood pressure
+#: medicine/pill" names a drug class, not a measurement (the drug check
+#: reads drugs), so it is not matched.
+VITAL_SIGN_WORDS: dict[str, tuple[str, str]] = {
     "blood pressure": (
-        re.compile(r"\bblood pressures?\b(?!\s+(?:medicine|medication|pill|drug|tablet)s?\b)|\bsystolic\b|\bdiastolic\b"),
-        re.compile(r"blood pressure|\b[sd]?bp\b|systolic|diastolic|hypertensi|hypotensi|\bhtn\b|mm ?hg|orthostat"
-                   r"|pressor|eclampsia|normotensi|\b\d{2,3}\s*/\s*\d{2,3}\b")),
+        r"\bblood pressures?\b(?!\s+(?:medicine|medication|pill|drug|tablet)s?\b)|\bsystolic\b|\bdiastolic\b",
+        r"blood pressure|\b[sd]?bp\b|systolic|diastolic|hypertensi|hypotensi|\bhtn\b|mm ?hg|orthostat"
+        r"|pressor|eclampsia|normotensi|\b\d{2,3}\s*/\s*\d{2,3}\b"),
     "heart rate": (
-        re.compile(r"\bheart rates?\b|\bpulse rates?\b|\bbeats? (?:per|a|each) minute\b"),
-        re.compile(r"heart rate|\bhr\b|pulse|\bbpm\b|beats? (?:per|a) minute|tachycardi|bradycardi|arrhythmi"
-                   r"|fibrillat|flutter|palpitat|heart ?beat|rhythm|\brate\b")),
+        r"\bheart rates?\b|\bpulse rates?\b|\bbeats? (?:per|a|each) minute\b",
+        r"heart rate|\bhr\b|pulse|\bbpm\b|beats? (?:per|a) minute|tachycardi|bradycardi|arrhythmi"
+        r"|fibrillat|flutter|palpitat|heart ?beat|rhythm|\brate\b"),
     "respiratory rate": (
-        re.compile(r"\b(?:breathing|respiratory|respiration) rates?\b|\bbreaths? (?:per|a|each) minute\b"),
-        re.compile(r"respiratory rate|respiration|\brr\b|tachypn|bradypn|breaths|apnea|apnoea|hyperventil")),
+        r"\b(?:breathing|respiratory|respiration) rates?\b|\bbreaths? (?:per|a|each) minute\b",
+        r"respiratory rate|respiration|\brr\b|tachypn|bradypn|breaths|apnea|apnoea|hyperventil"),
     "body temperature": (
-        re.compile(r"\b(?:body )?temperatures?\b"),
-        re.compile(r"temperature|\btemp\b|fever|febrile|pyrexi|hypertherm|hypotherm|°|\bdeg|chills|rigors"
-                   r"|warm|\bcold\b|\bcool")),
+        r"\b(?:body )?temperatures?\b",
+        r"temperature|\btemp\b|fever|febrile|pyrexi|hypertherm|hypotherm|°|\bdeg|chills|rigors|warm|\bcold\b|\bcool"),
     "oxygen saturation": (
-        re.compile(r"\boxygen (?:levels?|saturations?|sats?)\b|\b(?:levels?|amount) of oxygen\b|\bblood oxygen\b"),
-        re.compile(r"oxygen|\bo2\b|spo2|\bsats?\b|saturat|hypox|desat|cyanos|room air|\bra\b|pulse ox")),
+        r"\boxygen (?:levels?|saturations?|sats?)\b|\b(?:levels?|amount) of oxygen\b|\bblood oxygen\b",
+        r"oxygen|\bo2\b|spo2|\bsats?\b|saturat|hypox|desat|cyanos|room air|\bra\b|pulse ox"),
 }
+#: :data:`VITAL_SIGN_WORDS` compiled once.
+VITAL_SIGNS: dict[str, tuple[re.Pattern[str], re.Pattern[str]]] = {
+    sign: (re.compile(said), re.compile(grounds)) for sign, (said, grounds) in VITAL_SIGN_WORDS.items()}
 
 
 def vital_sign_spans(source_norm: str, output_norm: str) -> list[tuple[int, int, str]]:
