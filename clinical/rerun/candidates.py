@@ -279,17 +279,18 @@ def span_glossary_pairs(text: str) -> list[tuple[str, str]]:
 
 
 _ARTICLE_BEFORE = re.compile(r"(?<!\w)(a|an|the)\s+$", re.IGNORECASE)
-_DETERMINER_BEFORE = re.compile(r"(?<!\w)(her|his|your|my|their|its|our|this|that|these|those|any|some|no)\s+$",
-                                re.IGNORECASE)
 _ARTICLE_START = re.compile(r"^(a|an|the)\s+", re.IGNORECASE)
-#: The word before a bare term that modifies it ("No obvious lymphadenopathy",
-#: "Immediate hyperemia"): an adjective's common English endings, past
-#: participles ("enlarged") and the degree words of clinical notes that have
-#: none of them. A plain "a growth" after it would read "obvious a growth".
-_MODIFIER_BEFORE = re.compile(
-    r"(?<![\w-])([a-z]+(?:ous|ate|al|ic|ive|ful|ent|ant|ary|ar|ible|able|less|ed)"
+#: The word before a bare term that makes the term's own article wrong: a
+#: determiner ("her generalized malaise") or a modifier ("No obvious
+#: lymphadenopathy", "Immediate hyperemia": an adjective's common English
+#: endings, past participles such as "enlarged", and the degree words of
+#: clinical notes that have none of them). A plain "a growth" after it would
+#: read "obvious a growth".
+_BARE_TERM_BEFORE = re.compile(
+    r"(?<!\w)(?:her|his|your|my|their|its|our|this|that|these|those|any|some|no)\s+$"
+    r"|(?<![\w-])(?:[a-z]+(?:ous|ate|al|ic|ive|ful|ent|ant|ary|ar|ible|able|less|ed)"
     r"|mild|moderate|severe|marked|slight|small|large|new|old|diffuse|stable|gross|early|late|recent|prior|"
-    r"further|other|more|less|much|little|few|several|many|some|any)\s+$",
+    r"further|other|more|less|much|little|few|several|many)\s+$",
     re.IGNORECASE)
 
 
@@ -305,7 +306,7 @@ def _article_fit(text: str, start: int, plain: str) -> tuple[int, str]:
     before = _ARTICLE_BEFORE.search(text[:start])
     if before is None:
         # "her a feeling" → "her feeling"; "No obvious a growth" → "No obvious growth"
-        if _DETERMINER_BEFORE.search(text[:start]) or _MODIFIER_BEFORE.search(text[:start]):
+        if _BARE_TERM_BEFORE.search(text[:start]):
             return start, _ARTICLE_START.sub("", plain, count=1)
         return start, plain
     if _ARTICLE_START.match(plain):
