@@ -16,39 +16,16 @@ prints a Markdown summary.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
 import time
 from pathlib import Path
 
-from bench.shared_data import shared_data_file
+from bench.quality import CROSSFIT_CLUSTER_VERSION, laymaker_outputs, laymaker_rows
 
 SYSTEMS = ("REFERENCE", "REDDIT-NGRAM", "REDDIT-GPT1", "GENERAL-GPT2", "NTS")
 OURS = "this system"
-
-
 DEFAULT_OUTPUTS = "docs/quality/quality-report-examples-outputs.jsonl"
-DEFAULT_PROMPT_VERSION = "2026-11-25.2+c12x8k0"
-
-
-def load_rows(outputs: str = DEFAULT_OUTPUTS,
-              prompt_version: str = DEFAULT_PROMPT_VERSION) -> tuple[list[dict], dict[str, str]]:
-    """laymaker-dev's rows and this system's outputs by row ID (the records
-    of ``outputs`` made with ``prompt_version``; every record when the file
-    has no versions).
-
-    Raises:
-        bench.shared_data.SharedDataMissing: laymaker-dev is not there.
-    """
-    with open(shared_data_file("laymaker-dev.csv"), newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    ours = {}
-    for line in Path(outputs).read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        if record["key"].startswith("laymaker-") and record.get("prompt_version", prompt_version) == prompt_version:
-            ours[record["key"].split("-", 1)[1]] = record["output"]
-    return rows, ours
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,10 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.faithfulness_rates", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="docs/quality/faithfulness-rates")
     parser.add_argument("--outputs", default=DEFAULT_OUTPUTS, help="this system's outputs (JSON lines)")
-    parser.add_argument("--prompt-version", default=DEFAULT_PROMPT_VERSION,
+    parser.add_argument("--prompt-version", default=CROSSFIT_CLUSTER_VERSION,
                         help="the outputs' prompt version to read (the file may hold several)")
     args = parser.parse_args(argv)
-    rows, ours = load_rows(args.outputs, args.prompt_version)
+    rows, _ = laymaker_rows()
+    ours = laymaker_outputs(Path(args.outputs), args.prompt_version)
     if not ours:
         print(f"no laymaker outputs of prompt version {args.prompt_version!r} in {args.outputs}")
         return 2

@@ -70,6 +70,24 @@ def laymaker_rows() -> tuple[list[dict[str, str]], list[str]]:
     return rows, columns
 
 
+#: The prompt version of the cross-fitted cluster outputs users' prompt is
+#: measured by (12 clusters x 8 per half pool, k 0: the shipped 24 x 8 on a
+#: half pool), as stored in ``quality-report-examples-outputs.jsonl``.
+CROSSFIT_CLUSTER_VERSION = "2026-11-25.2+c12x8k0"
+
+
+def laymaker_outputs(path: Path, prompt_version: str = "") -> dict[str, str]:
+    """This system's committed laymaker outputs in ``path`` (JSON lines with
+    ``key`` ``laymaker-<ID>``, ``output`` and ``prompt_version``), by row ID:
+    the records of ``prompt_version``, or every record when it is empty."""
+    found = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row["key"].startswith("laymaker-") and (not prompt_version or row.get("prompt_version") == prompt_version):
+            found[row["key"].removeprefix("laymaker-")] = row["output"]
+    return found
+
+
 def cochrane_pairs() -> list[tuple[str, str]]:
     sources = shared_data_file("cochrane-val.source").read_text(encoding="utf-8").splitlines()
     targets = shared_data_file("cochrane-val.target").read_text(encoding="utf-8").splitlines()

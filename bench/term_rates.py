@@ -24,24 +24,14 @@ while the word parts were written). Writes ``<out>.json`` and
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from pathlib import Path
 
+from bench.quality import CROSSFIT_CLUSTER_VERSION, laymaker_outputs, laymaker_rows
 from bench.reports import report_write
 
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEMS = ("REDDIT-NGRAM", "REDDIT-GPT1", "GENERAL-GPT2", "NTS")
-CLUSTER_VERSION = "2026-11-25.2+c12x8k0"
-
-
-def _outputs(path: Path, prompt_version: str) -> dict[str, str]:
-    found = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        if row["key"].startswith("laymaker-") and (not prompt_version or row.get("prompt_version") == prompt_version):
-            found[row["key"].removeprefix("laymaker-")] = row["output"]
-    return found
 
 
 def hand_verdicts(path: Path) -> dict[str, str]:
@@ -60,10 +50,9 @@ def hand_verdicts(path: Path) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench term_rates", description=__doc__.splitlines()[0])
     parser.add_argument("--outputs", default="docs/quality/quality-report-examples-outputs.jsonl")
-    parser.add_argument("--prompt-version", default=CLUSTER_VERSION)
+    parser.add_argument("--prompt-version", default=CROSSFIT_CLUSTER_VERSION)
     parser.add_argument("--out", default="docs/quality")
     args = parser.parse_args(argv)
-    from bench.quality import laymaker_rows
     from clinical.quality.terms import input_terms, terms_missing
     from inference.examples import crossfit_folds
 
@@ -73,9 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     changed = [i for i, r in by_id.items() if r["ORIGINAL"].strip() != r["REFERENCE"].strip()]
     sources = {"clinicians' rewrites (changed rows)": {i: by_id[i]["REFERENCE"] for i in changed}}
     sources.update({name: {i: r[name] for i, r in by_id.items()} for name in SYSTEMS})
-    sources[f"cluster prompt ({args.prompt_version})"] = _outputs(ROOT / args.outputs, args.prompt_version)
-    sources["one-example prompt (2026-11-22.3)"] = _outputs(ROOT / "docs/quality/quality-report-outputs.jsonl",
-                                                             "2026-11-22.3")
+    sources[f"cluster prompt ({args.prompt_version})"] = laymaker_outputs(ROOT / args.outputs, args.prompt_version)
+    sources["one-example prompt (2026-11-22.3)"] = laymaker_outputs(
+        ROOT / "docs/quality/quality-report-outputs.jsonl", "2026-11-22.3")
     counts = [len(input_terms(r["ORIGINAL"])) for r in rows]
     report: dict = {"rows_with_terms": sum(1 for n in counts if n), "terms": sum(counts), "sources": {}}
     for name, outputs in sources.items():
