@@ -42,9 +42,12 @@ NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 needs_nginx = pytest.mark.skipif(not os.path.exists(NGINX),
                                  reason="Debian's nginx is not installed (scripts/setup.sh installs it)")
 
-#: Fast leases and sweep, a slow fake engine (seconds).
-REPLICA_ENV = {"INFERENCE_ENGINE": "fake", "FAKE_ENGINE_TOKEN_DELAY_S": "0.15", "LEASE_TTL_S": "3",
-               "LEASE_REFRESH_S": "1", "SWEEP_GRACE_S": "2", "ORPHAN_SWEEP_INTERVAL_S": "1",
+#: Fast leases and sweep, a slow fake engine (seconds). The lease is 6 s
+#: renewed every 1 s: a 3 s one lost a running translation's place on a
+#: CPU-starved replica (tests/live/test_fair_share.py, CI of stop 31), which
+#: here would let the survivor sweep a live stream as an orphan.
+REPLICA_ENV = {"INFERENCE_ENGINE": "fake", "FAKE_ENGINE_TOKEN_DELAY_S": "0.15", "LEASE_TTL_S": "6",
+               "LEASE_REFRESH_S": "1", "SWEEP_GRACE_S": "6", "ORPHAN_SWEEP_INTERVAL_S": "1",
                "TRANSLATE_RATE_PER_USER": "1000/minute",
                # One clinician drives every stream here: no fair-share caps.
                "USER_MAX_SOCKETS": "0", "USER_MAX_CONCURRENT_TRANSLATIONS": "0"}
