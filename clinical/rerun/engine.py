@@ -121,24 +121,31 @@ def rerun_model_check() -> str:
 
 def rerun_engine_config() -> EngineConfig:
     """Full precision: ``RERUN_DTYPE`` (float32) and no quantization, over
-    :func:`rerun_model`, at ``RERUN_GPU_MEMORY_UTILIZATION`` of its GPU.
+    :func:`rerun_model`, at ``RERUN_GPU_MEMORY_UTILIZATION`` of its GPU, on
+    the replicas' ``INFERENCE_DEVICE`` (``cpu`` keeps it off a GPU the host
+    has; ``cuda`` refuses to start without one).
 
     Raises:
         RerunModelRefused: see :func:`rerun_model`.
     """
     return EngineConfig(engine=settings.RERUN_ENGINE, model=rerun_model(), dtype=settings.RERUN_DTYPE,
-                        quantization="none", n_ctx=settings.INFERENCE_N_CTX,
+                        quantization="none", n_ctx=settings.INFERENCE_N_CTX, device=settings.INFERENCE_DEVICE,
                         gpu_memory_utilization=settings.RERUN_GPU_MEMORY_UTILIZATION,
                         gpu_memory_setting="RERUN_GPU_MEMORY_UTILIZATION")
 
 
 def rerun_engine_device() -> str:
     """Where the re-run engine runs, ``cpu`` or ``cuda``, without finding
-    its weights or loading it: ``RERUN_ENGINE`` on the device
-    :func:`rerun_engine_config` leaves at :class:`EngineConfig`'s default
-    (``auto``: CUDA when torch sees a device; the fake engine and llama.cpp
-    on the CPU), as :func:`inference.factory.engine_device` resolves it."""
-    return engine_device(EngineConfig(engine=settings.RERUN_ENGINE))
+    its weights or loading it: ``RERUN_ENGINE`` on ``INFERENCE_DEVICE``, as
+    :func:`rerun_engine_config` sets it and
+    :func:`inference.factory.engine_device` resolves it (``auto``: CUDA when
+    torch sees a device; the fake engine and llama.cpp on the CPU).
+
+    Raises:
+        ValueError: ``INFERENCE_DEVICE`` unknown, or ``cuda`` where torch
+            sees no CUDA device (:func:`inference.factory.resolve_device`).
+    """
+    return engine_device(EngineConfig(engine=settings.RERUN_ENGINE, device=settings.INFERENCE_DEVICE))
 
 
 def rerun_supervisor() -> EngineSupervisor:
