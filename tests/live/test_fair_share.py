@@ -152,8 +152,9 @@ async def test_the_caps_hold_across_replicas_and_a_killed_replica_gives_its_plac
 
 
 async def test_an_api_client_over_its_cap_gets_a_json_429_with_retry_after(daphne_server):
-    # The product's lease time (15 s), not SLOW's 8 s: on a loaded machine the
-    # detached stream can start renewing its place more than 3 s after the 202.
+    # The product's lease time (15 s), not SLOW's short one: on a loaded
+    # machine the detached stream was seen to start renewing its place more
+    # than 3 s after the 202.
     server = daphne_server(**(SLOW | {"LEASE_TTL_S": "15", "LEASE_REFRESH_S": "5"}),
                            API_CLIENT_MAX_CONCURRENT_TRANSLATIONS="1")
     _, key = await in_thread(lambda: APIClient.objects.create_key(name="ehr-main"))
