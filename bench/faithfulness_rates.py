@@ -4,7 +4,11 @@ definition: every flag there is a false positive or a liberty the
 clinician took), the four published systems, and this system's committed
 outputs (``--outputs``, default ``docs/quality/quality-report-examples-outputs.jsonl``,
 keys ``laymaker-<ID>``, the rows of ``--prompt-version``, default the
-cluster prompt users get). Also times the check per sentence after warm-up.
+cluster prompt users get); and the 411 Cochrane plain-language summaries
+of cochrane-val against their abstracts (``COCHRANE-PLS``: written for lay
+readers by the reviews' authors, mostly faithful, but they may state what
+the abstract does not, such as a search date). Also times the check per
+laymaker sentence after warm-up.
 
     .venv/bin/python -m bench.faithfulness_rates [--out docs/quality/faithfulness-rates]
         [--outputs FILE] [--prompt-version VERSION]
@@ -21,10 +25,11 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.quality import CROSSFIT_CLUSTER_VERSION, laymaker_outputs, laymaker_rows
+from bench.quality import CROSSFIT_CLUSTER_VERSION, cochrane_pairs, laymaker_outputs, laymaker_rows
 
 SYSTEMS = ("REFERENCE", "REDDIT-NGRAM", "REDDIT-GPT1", "GENERAL-GPT2", "NTS")
 OURS = "this system"
+COCHRANE = "COCHRANE-PLS"
 DEFAULT_OUTPUTS = "docs/quality/quality-report-examples-outputs.jsonl"
 
 
@@ -48,21 +53,26 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict = {"warm_ms": round(warm_ms), "outputs": args.outputs, "prompt_version": args.prompt_version,
                      "systems": {}}
     times = []
-    for system in (*SYSTEMS, OURS):
+    cochrane = [{"ID": f"cochrane-{line}", "ORIGINAL": source, COCHRANE: target}
+                for line, (source, target) in enumerate(cochrane_pairs(), start=1)]
+    for system in (*SYSTEMS, OURS, COCHRANE):
         flagged_rows, by_kind, flags = 0, {}, []
         rows_with_kind: dict[str, int] = {}
         total = 0
-        for row in rows:
+        for row in cochrane if system == COCHRANE else rows:
             output = ours.get(row["ID"]) if system == OURS else row[system]
             if output is None:
                 continue
             total += 1
             t0 = time.perf_counter()
             result = faithfulness.faithfulness_check(row["ORIGINAL"], output)
-            times.append((time.perf_counter() - t0) * 1000)
+            if system != COCHRANE:
+                times.append((time.perf_counter() - t0) * 1000)
             if result.flags:
                 flagged_rows += 1
-                flags.append({"id": row["ID"], "input": row["ORIGINAL"], "output": output,
+                # a Cochrane pair is a whole paragraph on each side: its line number and the flags say enough
+                flags.append({"id": row["ID"], "flags": result.flag_dicts()} if system == COCHRANE else
+                             {"id": row["ID"], "input": row["ORIGINAL"], "output": output,
                               "flags": result.flag_dicts()})
             for kind, n in result.counts_by_kind().items():
                 by_kind[kind] = by_kind.get(kind, 0) + n

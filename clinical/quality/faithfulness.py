@@ -41,6 +41,12 @@ output:
   profile) named in the output when nothing in the input grounds it (its
   name, abbreviation, unit, or a finding defined by it such as
   "hypertension"): :mod:`clinical.quality.vitals`.
+* ``organ_function``: a claim that something fails, is damaged or does
+  not work ("the liver is not working as well as it should") in an
+  output that names a body site, when the input has no word of lost
+  function or harm (failure, insufficiency, dysfunction, injury, a
+  "-pathy", reduced function, CHF/AKI/CKD...):
+  :mod:`clinical.quality.function_claims`.
 * ``negation``: polarity. NegEx-style cues (Chapman et al. 2001) with a
   forward scope of five words (backward for "absent", "ruled out",
   "negative", ...). Flagged: a content word the output negates that the
@@ -58,7 +64,7 @@ output:
 English and Spanish outputs (``language``); the input is English. For
 Spanish only ``number``, ``unit``, ``laterality`` and ``person`` are
 checked: the drug dictionary, the anatomy vocabulary, the vital signs'
-words and the negation cues are English (a Spanish output would be flagged for every organ it
+words, the function claims and the negation cues are English (a Spanish output would be flagged for every organ it
 names), so those kinds are skipped, not guessed.
 
 Pure Python over dictionaries and compiled regular expressions: median
@@ -79,12 +85,13 @@ from dataclasses import asdict, dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
+from clinical.quality.function_claims import organ_function_spans
 from clinical.quality.safety import number_words
 from clinical.quality.safety_vocab import LATERALITY_INPUT, UNITS
 from clinical.quality.textnorm import normalize
 from clinical.quality.vitals import vital_sign_spans
 
-KINDS = ("number", "unit", "drug", "laterality", "body_site", "vital_sign", "negation", "person")
+KINDS = ("number", "unit", "drug", "laterality", "body_site", "vital_sign", "organ_function", "negation", "person")
 LANGUAGES = ("en", "es")
 #: Kinds checked per output language (see the module docstring).
 LANGUAGE_KINDS = {"en": KINDS, "es": ("number", "unit", "laterality", "person")}
@@ -943,6 +950,11 @@ def faithfulness_check(source: str, output: str, *, language: str = "en") -> Fai
         if "vital_sign" in kinds:
             flags += [FaithfulnessFlag("vital_sign", output[start:end], start, end, f"{sign} not in input")
                       for start, end, sign in vital_sign_spans(source_norm, output_norm)]
+        if "organ_function" in kinds:
+            site_starts = [start for start, *_ in _sites(output_norm, _anatomy_index())]
+            flags += [FaithfulnessFlag("organ_function", output[start:end], start, end,
+                                       "failure or damage not in input")
+                      for start, end in organ_function_spans(source_norm, output_norm, site_starts)]
         if "negation" in kinds:
             flags += _negation_flags(source_norm, output, output_norm)
     flags.sort(key=lambda f: (f.start, f.end, f.kind))

@@ -16,10 +16,10 @@
   const SAFETY_UNCHECKED = "Not checked (the explanation did not complete).";
   const FLAG_LABELS = {
     number: "Number", unit: "Unit", drug: "Drug", laterality: "Side (left/right)",
-    body_site: "Body part", vital_sign: "Vital sign", negation: "Negation", person: "Who (I/he/she)",
+    body_site: "Body part", vital_sign: "Vital sign", organ_function: "Organ function", negation: "Negation", person: "Who (I/he/she)",
   };
   const FAITHFULNESS_PASSED = "Nothing added: the explanation states no number, unit, drug, side, body part, " +
-    "vital sign, negation or person that the diagnosis does not.";
+    "vital sign, organ failure, negation or person that the diagnosis does not.";
   const NOT_MEASURED = "Not measured for this language.";
 
   const grade = (value) => value == null ? "not measured (no words)" : "grade " + value.toFixed(1);
