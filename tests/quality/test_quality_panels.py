@@ -3,17 +3,24 @@ on the detail and handout pages (the measures are clinical.quality.measure's).""
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from django.conf import settings
 
 from clinical.models import Rerun, Translation
 from clinical.quality import measure as quality
 from clinical.quality.display import (
+    FLAG_LABELS,
     NOT_MEASURED,
     SAFETY_PASSED,
+    faithfulness_display,
     readability_display,
     safety_display,
     translation_quality_display,
 )
+from clinical.quality.faithfulness import KINDS as FAITHFULNESS_KINDS
+from clinical.quality.faithfulness import faithfulness_check
 from tests.data import laymaker_sentences
 
 LIVER = 47  # "The liver edge is palpable 4 cm below right costal margin ."
@@ -52,6 +59,23 @@ def test_safety_lists_each_missing_fact_with_its_kind():
     assert safety_display(safety={"passed": True, "missing": []}) == {
         "state": "passed", "summary": SAFETY_PASSED, "missing": []}
     assert safety_display(safety={"passed": None, "missing": []})["state"] == "unchecked"
+
+
+def test_every_faithfulness_kind_has_a_label_on_the_page_and_in_the_browser():
+    script = (settings.BASE_DIR / "static" / "clinical" / "quality.js").read_text(encoding="utf-8")
+    start = script.index("const FLAG_LABELS")
+    js_labels = dict(re.findall(r'(\w+): "([^"]+)"', script[start:script.index("};", start)]))
+    for kind in FAITHFULNESS_KINDS:
+        assert FLAG_LABELS.get(kind), kind
+        assert js_labels.get(kind) == FLAG_LABELS[kind], kind
+
+
+def test_a_claimed_organ_failure_is_shown_with_its_label():
+    flags = faithfulness_check("Elevated liver function tests .",
+                               "The liver is not working as well as it should.").flag_dicts()
+    shown = faithfulness_display(faithfulness={"passed": False, "flags": flags})
+    assert shown["state"] == "failed"
+    assert [(f["label"], f["text"]) for f in shown["flags"]] == [("Organ function", "is not working")]
 
 
 @pytest.mark.django_db
