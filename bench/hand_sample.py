@@ -4,9 +4,17 @@ with today's output and the retrieval method's output side by side for a
 person to mark correct / lossy / wrong.
 
     .venv/bin/python -m bench hand_sample > /tmp/sample.md
+    .venv/bin/python -m bench hand_sample --held-out > /tmp/sample2.md
 
 Reads the committed output caches (``docs/quality/quality-report-outputs.jsonl``
 and ``...-examples-outputs.jsonl``); the judgements are written by hand.
+
+``--held-out`` draws a second sample of 40 (seed :data:`HELD_OUT_SEED`, 20
+changed rows per half, none of the first 40, whose rows several check rules
+were written from) and prints each row's fast text (the cluster prompt's
+cross-fitted output) and the text delivered after the re-run lane
+(``docs/quality/rerun-fix-rows.jsonl``, the rows of the calibrated
+threshold), as a Markdown table with empty verdict cells.
 """
 
 from __future__ import annotations
@@ -19,15 +27,22 @@ from bench.quality import laymaker_rows
 from inference.examples import crossfit_folds, normalise
 
 SEED = 40
+HELD_OUT_SEED = 2611
 PER_FOLD = 20
+CLUSTER_VERSION = "2026-11-25.2+c12x8k0"
+RERUN_VARIANT = [12, 8, 0]
+RERUN_THRESHOLD = 0.5758
 
 
-def sample_ids(seed: int = SEED, per_fold: int = PER_FOLD) -> list[tuple[str, str]]:
-    """``[(fold, ID)]``: ``per_fold`` changed rows from each half, drawn by
-    ``random.Random(seed)`` from the sorted IDs, in ID order per fold."""
+def sample_ids(seed: int = SEED, per_fold: int = PER_FOLD, exclude: frozenset[str] = frozenset()
+               ) -> list[tuple[str, str]]:
+    """``[(fold, ID)]``: ``per_fold`` changed rows from each half, none in
+    ``exclude``, drawn by ``random.Random(seed)`` from the sorted IDs, in ID
+    order per fold."""
     rows, _ = laymaker_rows()
     half_a, _ = crossfit_folds(r["ID"] for r in rows)
-    changed = sorted((r["ID"] for r in rows if normalise(r["ORIGINAL"]) != normalise(r["REFERENCE"])), key=int)
+    changed = sorted((r["ID"] for r in rows if normalise(r["ORIGINAL"]) != normalise(r["REFERENCE"])
+                      and r["ID"] not in exclude), key=int)
     rng = random.Random(seed)
     picked = []
     for fold in ("A", "B"):
@@ -45,7 +60,54 @@ def _outputs(path: Path) -> dict[str, str]:
     return rows
 
 
+def held_out_ids() -> list[tuple[str, str]]:
+    """The second sample: 40 changed rows, none of :func:`sample_ids`' 40."""
+    return sample_ids(HELD_OUT_SEED, exclude=frozenset(i for _, i in sample_ids()))
+
+
+def _delivered(path: Path) -> dict[str, dict]:
+    """Re-run records of the calibrated threshold, by row ID (the last one wins)."""
+    found = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            if row.get("variant") == RERUN_VARIANT and row.get("threshold") == RERUN_THRESHOLD:
+                found[row["id"]] = row
+    return found
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def held_out_table() -> str:
+    """The second sample as a Markdown table: ID (fold), input, reference,
+    fast text, re-run (candidate kept or "–"), delivered text, and an empty
+    verdict cell."""
+    fast = {}
+    for line in Path("docs/quality/quality-report-examples-outputs.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row.get("prompt_version") == CLUSTER_VERSION:
+            fast[row["key"].removeprefix("laymaker-")] = row["output"]
+    reruns = _delivered(Path("docs/quality/rerun-fix-rows.jsonl"))
+    rows = {r["ID"]: r for r in laymaker_rows()[0]}
+    lines = ["| ID (fold) | input | clinicians' reference | fast text | re-run kept | delivered | verdict |",
+             "|---|---|---|---|---|---|---|"]
+    for fold, row_id in held_out_ids():
+        r, rerun = rows[row_id], reruns.get(row_id)
+        delivered = rerun["text"] if rerun else fast[row_id]
+        lines.append(f"| {row_id} ({fold}) | {_cell(r['ORIGINAL'])} | {_cell(r['REFERENCE'])} | {_cell(fast[row_id])} | "
+                     f"{rerun['kept'] if rerun else '–'} | {_cell(delivered)} | |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        import sys
+        argv = sys.argv[1:]
+    if "--held-out" in argv:
+        print(held_out_table())
+        return 0
     base = Path("docs/quality/quality-report")
     today = _outputs(Path(f"{base}-outputs.jsonl"))
     mine = _outputs(Path(f"{base}-examples-outputs.jsonl"))
