@@ -13,8 +13,8 @@ and ``...-examples-outputs.jsonl``); the judgements are written by hand.
 changed rows per half, none of the first 40, whose rows several check rules
 were written from) and prints each row's fast text (the cluster prompt's
 cross-fitted output) and the text delivered after the re-run lane
-(``docs/quality/rerun-fix-rows.jsonl``, the rows of the calibrated
-threshold), as a Markdown table with empty verdict cells.
+(``docs/quality/rerun-fix-rows.jsonl``, the rows of the gate's calibrated
+threshold, :func:`rerun_threshold`), as a Markdown table with empty verdict cells.
 """
 
 from __future__ import annotations
@@ -30,8 +30,19 @@ SEED = 40
 HELD_OUT_SEED = 2611
 PER_FOLD = 20
 CLUSTER_VERSION = "2026-11-25.2+c12x8k0"
+#: The product's prompt version, whose calibrated threshold ``bench rerun_fix`` gates with.
+PRODUCT_VERSION = "2026-11-25.2+c24x8k0"
+MODEL = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 RERUN_VARIANT = [12, 8, 0]
-RERUN_THRESHOLD = 0.5758
+
+
+def rerun_threshold() -> float:
+    """The gate's calibrated threshold for the product's prompt
+    (``clinical/quality/gate_calibration.json``): the re-run records of
+    ``bench rerun_fix`` that stand are those made at it."""
+    from clinical.quality.gate import _calibrations
+
+    return float(_calibrations()[MODEL][PRODUCT_VERSION]["threshold"])
 
 
 def sample_ids(seed: int = SEED, per_fold: int = PER_FOLD, exclude: frozenset[str] = frozenset()
@@ -67,11 +78,12 @@ def held_out_ids() -> list[tuple[str, str]]:
 
 def _delivered(path: Path) -> dict[str, dict]:
     """Re-run records of the calibrated threshold, by row ID (the last one wins)."""
+    threshold = rerun_threshold()
     found = {}
     if path.exists():
         for line in path.read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
-            if row.get("variant") == RERUN_VARIANT and row.get("threshold") == RERUN_THRESHOLD:
+            if row.get("variant") == RERUN_VARIANT and row.get("threshold") == threshold:
                 found[row["id"]] = row
     return found
 

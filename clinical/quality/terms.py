@@ -37,6 +37,9 @@ privative prefix ``a-``/``an-`` ("without", "not": aphasia, apnea, anemia,
 atrophy) is explained only by a plain word for that part *and* a word of
 absence or loss (:data:`PRIVATIVE`): "stable speech" for "stable expressive
 aphasia" names the speech but not its loss, "trouble speaking" explains it.
+So is a term of the suffix ``-stasis``/``-static`` ("stopping, controlling":
+hemostasis, cytostatic; not metastasis or homeostasis, :data:`STOPPING`):
+"it seemed to be bleeding" for "hemostatic" names the blood, not its stop.
 Limits by design: otherwise one plain word for one part is enough, and a
 word with no known part is not checked at all.
 
@@ -154,6 +157,12 @@ PRIVATIVE = ("no", "not", "none", "without", "cannot", "unable", "loss", "lost",
 _PRIVATIVE = re.compile("|".join(rf"(?<![a-z]){re.escape(w.rstrip('*'))}" + ("" if w.endswith("*") else "(?![a-z])")
                                  for w in PRIVATIVE) + r"|n't(?![a-z])")
 
+#: A term of the suffix -stasis/-static, "stopping, controlling" (Chabner,
+#: "Suffixes"): like a privative term, its plain part alone says the
+#: opposite. Metastasis ("beyond" + "placing": spread) and homeostasis
+#: ("staying the same") are not a stopping.
+STOPPING = re.compile(r"(?<!meta)(?<!homeo)sta(?:sis|ses|tic|tically)$")
+
 #: Everyday words that the patterns above would read as terms.
 NOT_TERMS = re.compile(r"^(?:systemic|academic|endemic|epidemic|pandemic|polemic|sympath|empath|apath|catastroph|"
                        r"troph(?:y|ies)$|program|diagram|kilogram|milligram|microgram|telegram|photograph|paragraph|"
@@ -209,6 +218,7 @@ def _word_part_plain(word: str) -> tuple[bool, set[str], bool]:
             plain.update(words)
             privative = privative or (word[0] == "a" and match.start() == 1) or (
                 word.startswith("an") and match.start() == 2)
+    privative = privative or (medical and bool(STOPPING.search(word)))
     return medical, plain, privative
 
 

@@ -62,6 +62,17 @@ def test_a_term_of_the_privative_prefix_needs_a_word_of_loss_beside_its_part():
     assert not any(t.privative for t in input_terms("Adenopathy and arthritis of the knee."))
 
 
+def test_a_term_of_stopping_needs_a_word_of_stopping_beside_its_part():
+    # hemo-stasis, "stopping of bleeding": "bleeding" alone says the opposite.
+    source = "The nasal area was examined at the end of the case and it seemed to be hemostatic as well ."
+    assert missing(source, "The inside of the nose was looked at and it seemed to be bleeding.") == ["hemostatic"]
+    assert missing(source, "The inside of the nose was looked at and it was not bleeding.") == []
+    assert missing("Hemostasis was assured .", "Blood clot was assured.") == ["Hemostasis"]
+    assert missing("Hemostasis was assured .", "The bleeding was stopped and checked.") == []
+    # metastasis is a spread, not a stopping
+    assert not any(t.privative for t in input_terms("Metastatic disease and metastasis to the liver."))
+
+
 def test_everyday_words_and_body_sites_alone_are_not_terms():
     text = ("The weather and her father, a systemic analysis of the program; the kidney and the abdominal wall; "
             "blood pressure and fever.")
