@@ -147,8 +147,8 @@ class Translation(models.Model):
                                       help_text='Missing items: [{"kind", "text"}].')
     faithfulness_passed = models.BooleanField(
         null=True, blank=True,
-        help_text="The output states no number, unit, drug, side, body site, negation or person the input "
-                  "does not (clinical.quality.faithfulness).")
+        help_text="The output states no number, unit, drug, side, body site, vital sign, organ failure, "
+                  "negation or person the input does not (clinical.quality.faithfulness).")
     faithfulness_flags = models.JSONField(default=list, blank=True,
                                           help_text='Statements not in the input: [{"kind", "text", "start", '
                                                     '"end", "detail"}].')
