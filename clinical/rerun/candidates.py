@@ -449,10 +449,18 @@ def candidate_measure(*, translation: Translation, name: str, text: str, logprob
 def candidate_tier(candidate: Candidate) -> int:
     """2: a text the model wrote that is not the input again; 1: the input
     with at least one term replaced; 0: the input unchanged (same words and
-    punctuation, any case or spacing: :func:`inference.examples.normalise`)."""
-    if normalise(candidate.text) == normalise(candidate.input_text):
+    punctuation, any case or spacing: :func:`inference.examples.normalise`),
+    or a question where the input asks none ("how often does the patient
+    urinate?" for "UROLOGICAL : Frequency ."): like the input unchanged it
+    passes every check and explains nothing, since it states no finding."""
+    if normalise(candidate.text) == normalise(candidate.input_text) or _asks(candidate):
         return 0
     return 1 if candidate.copied else 2
+
+
+def _asks(candidate: Candidate) -> bool:
+    """The candidate asks a question and the input asks none."""
+    return "?" in candidate.text and "?" not in candidate.input_text
 
 
 def _fkgl_within(candidate: Candidate, reading_level: int) -> bool:

@@ -97,6 +97,21 @@ def test_early_stop_needs_both_checks_and_the_gates_confidence(settings):
 
 # -- a passing fast text is the incumbent ---------------------------------------
 
+def test_a_question_made_of_a_finding_ranks_with_the_input_unchanged():
+    finding = "UROLOGICAL : Frequency ."
+    question = measured(candidates.RETRIEVED_EXAMPLES, "how often does the patient urinate?", -0.01,
+                        input_text=finding)
+    plain = measured(candidates.FULL_PRECISION, "URINARY : Needs to pass urine often.", -0.9, input_text=finding)
+    assert question.passed and candidates.candidate_tier(question) == 0
+    assert candidates.candidate_select([question, plain], reading_level=6) is plain
+    # the fast text stands against it, however confident
+    incumbent = candidates.Incumbent(confidence=0.30, margin=0.0)
+    assert candidates.candidate_select([question], reading_level=6, incumbent=incumbent) is None
+    # a question the input asks may stay one
+    asked = measured(candidates.SAMPLED, "Is the pain worse at night?", -0.1, input_text="Nocturnal pain?")
+    assert candidates.candidate_tier(asked) == 2
+
+
 def test_a_passing_fast_text_stands_against_a_candidate_that_is_not_clearly_more_confident():
     incumbent = candidates.Incumbent(confidence=0.50, margin=0.05)
     slightly = measured(candidates.RETRIEVED_EXAMPLES, "A little fluid in the left knee.", math.log(0.53))
