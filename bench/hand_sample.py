@@ -39,10 +39,16 @@ RERUN_VARIANT = [12, 8, 0]
 def rerun_threshold() -> float:
     """The gate's calibrated threshold for the product's prompt
     (``clinical/quality/gate_calibration.json``): the re-run records of
-    ``bench rerun_fix`` that stand are those made at it."""
-    from clinical.quality.gate import _calibrations
+    ``bench rerun_fix`` that stand are those made at it.
 
-    return float(_calibrations()[MODEL][PRODUCT_VERSION]["threshold"])
+    Raises:
+        LookupError: the product's prompt has no calibration."""
+    from clinical.quality.gate import calibrated_threshold
+
+    threshold = calibrated_threshold(MODEL, PRODUCT_VERSION)
+    if threshold is None:
+        raise LookupError(f"no calibrated threshold for {MODEL} {PRODUCT_VERSION}")
+    return threshold
 
 
 def sample_ids(seed: int = SEED, per_fold: int = PER_FOLD, exclude: frozenset[str] = frozenset()

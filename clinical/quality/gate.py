@@ -38,6 +38,14 @@ def _calibrations(path: Path = CALIBRATION_FILE) -> dict:
         return {}
 
 
+def calibrated_threshold(model_name: str, prompt_version: str) -> float | None:
+    """The threshold ``python -m bench gate_calibrate --write`` stored for
+    ``model_name`` and ``prompt_version`` in :data:`CALIBRATION_FILE`, or
+    ``None`` when that pair was never calibrated (no setting consulted)."""
+    entry = _calibrations().get(model_name, {}).get(prompt_version)
+    return float(entry["threshold"]) if entry else None
+
+
 def gate_threshold(model_name: str, prompt_version: str) -> float:
     """The confidence below which an output of ``model_name`` (an engine's
     ``info.model``, e.g. ``qwen2.5-coder-1.5b-instruct-q4_k_m.gguf``) made
@@ -45,8 +53,8 @@ def gate_threshold(model_name: str, prompt_version: str) -> float:
     order."""
     if settings.CONFIDENCE_THRESHOLD is not None:
         return settings.CONFIDENCE_THRESHOLD
-    entry = _calibrations().get(model_name, {}).get(prompt_version)
-    return float(entry["threshold"]) if entry else DEFAULT_THRESHOLD
+    calibrated = calibrated_threshold(model_name, prompt_version)
+    return calibrated if calibrated is not None else DEFAULT_THRESHOLD
 
 
 @dataclass(frozen=True)
