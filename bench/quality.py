@@ -111,7 +111,12 @@ async def run_system(inputs: list[tuple[str, str]], *, engine_name: str, model: 
     text), ``ms`` (E2E) and ``prompt_tokens``; with ``need_timing`` cached
     rows without ``ttft_ms`` are generated again. New rows also keep their
     ``deltas`` (``[[text, [token logprob, ...]], ...]``, as streamed) so a
-    confidence measure can be recomputed offline (``bench gate_calibrate``)."""
+    confidence measure can be recomputed offline (``bench gate_calibrate``),
+    and ``engine_version`` (llama-cpp-python's version, which pins the
+    llama.cpp it builds). A cached row made by another version, or by one not
+    recorded (rows before 2026-11-26), is still reused, since regenerating
+    every committed output for a rebuild would cost hours; the engine facts
+    count them (``cached_rows_other_engine_version``) and a line is printed."""
     from inference.base import GenerationParams
     from inference.confidence import sequence_confidence
     from inference.factory import EngineConfig, create_engine
@@ -128,13 +133,14 @@ async def run_system(inputs: list[tuple[str, str]], *, engine_name: str, model: 
         from inference import models
 
         facts.update(model=model or str(models.default_gguf_path()),
-                     precision="q4_k_m" if not model else "")
+                     precision="q4_k_m" if not model else "", engine_version=_llamacpp_version())
     # What made an output: a cached row is reused only if all of it matches.
     provenance = {"prompt_version": prompt_version, "engine": engine_name,
                   "model": Path(facts.get("model") or model or engine_name).name, "max_tokens": max_tokens,
                   **variant}
     done: dict[str, dict] = {}
     stale = 0
+    engine_version = facts.get("engine_version")
     if resume and cache.exists():
         for line in cache.read_text(encoding="utf-8").splitlines():
             row = json.loads(line)
@@ -145,7 +151,12 @@ async def run_system(inputs: list[tuple[str, str]], *, engine_name: str, model: 
             else:
                 stale += 1
     todo = [(k, t) for i, (k, t) in enumerate(inputs) if k not in done and i % shard[1] == shard[0]]
-    facts.update(cached_rows=len(inputs) - len(todo), stale_rows_ignored=stale, prompt_version=prompt_version)
+    other_version = sum(1 for k, _ in inputs if k in done and done[k].get("engine_version") != engine_version)
+    facts.update(cached_rows=len(inputs) - len(todo), stale_rows_ignored=stale, prompt_version=prompt_version,
+                 cached_rows_other_engine_version=other_version)
+    if engine_version and other_version:
+        print(f"{other_version} cached outputs reused that were made by another or an unrecorded engine "
+              f"version than {engine_version}", flush=True)
     if stale:
         print(f"{stale} cached outputs ignored: made with another prompt, engine, model or token limit "
               f"than {provenance}", flush=True)
@@ -173,13 +184,24 @@ async def run_system(inputs: list[tuple[str, str]], *, engine_name: str, model: 
                 row = {"key": key, "output": output.strip(), "confidence": sequence_confidence(logprobs),
                        "tokens": len(logprobs), "ms": round((time.perf_counter() - t0) * 1000, 1),
                        "ttft_ms": first_ms, "prompt_tokens": prompt_tokens, "deltas": deltas,
-                       **extra, **provenance}
+                       **({"engine_version": engine_version} if engine_version else {}), **extra, **provenance}
                 done[key] = row
                 out.write(json.dumps(row) + "\n")
                 out.flush()
                 print(f"[{index + 1}/{len(todo)}] {key} {row['tokens']} tokens {row['ms']:.0f} ms", flush=True)
         await engine.shutdown()
     return [done[k] for k, _ in inputs if k in done], facts
+
+
+def _llamacpp_version() -> str | None:
+    """llama-cpp-python's installed version (it pins the llama.cpp revision
+    it builds), or ``None`` when it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("llama_cpp_python")
+    except PackageNotFoundError:
+        return None
 
 
 def crossfit_plan(rows: list[dict[str, str]], fold: str = "both") -> dict[str, tuple[str, frozenset[str]]]:

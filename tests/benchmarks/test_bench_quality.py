@@ -82,6 +82,29 @@ def test_a_resumed_run_regenerates_outputs_made_with_another_prompt(tmp_path):
     assert f"prompt {PROMPT_VERSION} of" in out.with_suffix(".md").read_text()
 
 
+def test_a_resumed_run_counts_cached_outputs_of_another_llamacpp_build(tmp_path, capsys):
+    from inference import models
+
+    out = tmp_path / "quality"
+    args = ["--limit", "3", "--cochrane", "0", "--out", str(out)]
+    quality.main([*args, "--engine", "fake"])
+    cache = tmp_path / "quality-outputs.jsonl"
+    rows = [json.loads(line) for line in cache.read_text().splitlines()]
+    current = quality._llamacpp_version()
+    for row, version in zip(rows, ("0.0.1", None, current), strict=True):  # another build, unrecorded, this one
+        row.update(engine="llamacpp", model=models.default_gguf_path().name)
+        if version:
+            row["engine_version"] = version
+    cache.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+    assert quality.main([*args, "--engine", "llamacpp", "--resume"]) == 0  # every row cached: no model loaded
+    engine = json.loads(out.with_suffix(".json").read_text())["engine"]
+    assert (engine["cached_rows"], engine["engine_version"]) == (3, current)
+    assert engine["cached_rows_other_engine_version"] == 2
+    assert f"2 cached outputs reused that were made by another or an unrecorded engine version than {current}" \
+        in capsys.readouterr().out
+
+
 def test_shards_share_one_cache_and_only_the_complete_set_is_scored(tmp_path):
     """Two ``--shard`` runs split the inputs; the report appears once every
     row exists."""
