@@ -51,14 +51,13 @@ _NEGATABLE = re.compile(r"fail|damag|shut|giv|gave|worn")
 NEGATED_BEFORE = re.compile(r"(?:\bno|\bnot|\b[a-z]*n't|\bwithout|\bnever|\bnor|\bneither)\s+(?:[a-z']+\s+){0,3}$")
 #: Input words that ground a claim of lost function or harm (folded text).
 GROUNDS = re.compile(
-    r"fail|insufficien|dysfunction|malfunction|impair|damag|injur|infarct|isch[a]?emi|deficien|deficit"
+    r"fail|insufficien|dysfunction|malfunction|impair|damag|injur|infarct|ischa?emi|deficien|deficit"
     r"|paraly|pares[ie]s|plegi|palsy|necro[st]|atroph|degenerat|cirrho|fibros|sclero[st]|pathy|pathic"
     r"|trauma|lesion|lacerat|contus|fractur|ruptur|\btear\b|\btorn\b|wound|burn|ulcer|hemorrhag|haemorrhag"
     r"|bleed|stroke|arrest|shock|coma\b|anoxi|hypoxi|toxic|overdose|poison|obstruct|occlu|stenos|uremi"
     r"|encephalopath|nonfunction|non-function|not function|(?:decreas|reduc|poor|low|diminish|worsen|declin)\w*"
     r"\s+(?:[a-z]+\s+){0,2}(?:function|ejection|output|clearance|gfr)|ejection fraction|\bef\b|\blvef\b"
     r"|hypokines|akines|dyskines|\b(?:chf|hf|hfref|hfpef|aki|ckd|esrd|arf|ards|copd|cva|tia|mi|stemi|nstemi)\b")
-_SENTENCE = re.compile(r"[^.;!?\n]+")
 
 
 def organ_function_spans(source_norm: str, output_norm: str, site_starts: list[int]) -> list[tuple[int, int]]:
