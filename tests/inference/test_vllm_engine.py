@@ -64,7 +64,10 @@ async def test_deltas_stream_with_one_logprob_per_token(engine):
     async for delta in engine.generate("v1", build_messages(laymaker_sentences()[0]),
                                        GenerationParams(max_tokens=24)):
         deltas.append(delta)
-    assert len(deltas) >= 3
+    # streamed: the first token comes before the end. vLLM's AsyncLLM merges the
+    # DELTA outputs a slow consumer has not yet read into one, so on a loaded
+    # CPU the rest may arrive as a single delta (seen in CI: 2 deltas).
+    assert len(deltas) >= 2 and deltas[0].finish_reason is None
     assert deltas[0].prompt_tokens > 20
     assert deltas[-1].finish_reason in ("stop", "length")
     logprobs = [lp for d in deltas for lp in d.token_logprobs]
