@@ -709,9 +709,11 @@ def _supported(term_ids: list[str], input_ids: set[str], index: dict) -> bool:
     return False
 
 
-def _site_flags(source_norm: str, output: str, output_norm: str) -> list[FaithfulnessFlag]:
+def _site_flags(source_norm: str, output: str, output_norm: str,
+                named: list[tuple[int, int, str, list[str]]]) -> list[FaithfulnessFlag]:
+    """``body_site`` flags for the sites ``named`` in the output (:func:`_sites`)."""
     index = _anatomy_index()
-    out_sites = [s for s in _sites(output_norm, index) if s[2] not in GENERIC_SITES]
+    out_sites = [s for s in named if s[2] not in GENERIC_SITES]
     if not out_sites:
         return []
     input_ids = _input_site_ids(source_norm, index)
@@ -945,16 +947,18 @@ def faithfulness_check(source: str, output: str, *, language: str = "en") -> Fai
         flags += _person_flags(source_norm, output, output_norm, language)
         if "drug" in kinds:
             flags += _drug_flags(source, source_norm, output)
+        # the output's anatomy names, read once for the two kinds that need them
+        named = _sites(output_norm, _anatomy_index()) if {"body_site", "organ_function"} & set(kinds) else []
         if "body_site" in kinds:
-            flags += _site_flags(source_norm, output, output_norm)
+            flags += _site_flags(source_norm, output, output_norm, named)
         if "vital_sign" in kinds:
             flags += [FaithfulnessFlag("vital_sign", output[start:end], start, end, f"{sign} not in input")
                       for start, end, sign in vital_sign_spans(source_norm, output_norm)]
         if "organ_function" in kinds:
-            site_starts = [start for start, *_ in _sites(output_norm, _anatomy_index())]
             flags += [FaithfulnessFlag("organ_function", output[start:end], start, end,
                                        "failure or damage not in input")
-                      for start, end in organ_function_spans(source_norm, output_norm, site_starts)]
+                      for start, end in organ_function_spans(source_norm, output_norm,
+                                                             [start for start, *_ in named])]
         if "negation" in kinds:
             flags += _negation_flags(source_norm, output, output_norm)
     flags.sort(key=lambda f: (f.start, f.end, f.kind))
