@@ -19,11 +19,12 @@ threshold, :func:`rerun_threshold`), as a Markdown table with empty verdict cell
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 from pathlib import Path
 
-from bench.quality import laymaker_rows
+from bench.quality import laymaker_outputs, laymaker_rows
 from inference.examples import crossfit_folds, normalise
 
 SEED = 40
@@ -84,14 +85,9 @@ def held_out_ids() -> list[tuple[str, str]]:
 
 def _delivered(path: Path) -> dict[str, dict]:
     """Re-run records of the calibrated threshold, by row ID (the last one wins)."""
-    threshold = rerun_threshold()
-    found = {}
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            row = json.loads(line)
-            if row.get("variant") == RERUN_VARIANT and row.get("threshold") == threshold:
-                found[row["id"]] = row
-    return found
+    from bench.rerun_fix import rerun_records
+
+    return rerun_records(path, variant=RERUN_VARIANT, threshold=rerun_threshold())
 
 
 def _cell(text: str) -> str:
@@ -102,11 +98,7 @@ def held_out_table() -> str:
     """The second sample as a Markdown table: ID (fold), input, reference,
     fast text, re-run (candidate kept or "–"), delivered text, and an empty
     verdict cell."""
-    fast = {}
-    for line in Path("docs/quality/quality-report-examples-outputs.jsonl").read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        if row.get("prompt_version") == CLUSTER_VERSION:
-            fast[row["key"].removeprefix("laymaker-")] = row["output"]
+    fast = laymaker_outputs(Path("docs/quality/quality-report-examples-outputs.jsonl"), CLUSTER_VERSION)
     reruns = _delivered(Path("docs/quality/rerun-fix-rows.jsonl"))
     rows = {r["ID"]: r for r in laymaker_rows()[0]}
     lines = ["| ID (fold) | input | clinicians' reference | fast text | re-run kept | delivered | verdict |",
@@ -120,10 +112,10 @@ def held_out_table() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is None:
-        import sys
-        argv = sys.argv[1:]
-    if "--held-out" in argv:
+    parser = argparse.ArgumentParser(prog="python -m bench hand_sample", description=__doc__.splitlines()[0])
+    parser.add_argument("--held-out", action="store_true",
+                        help="the second sample, with fast and delivered texts, as a table to judge")
+    if parser.parse_args(argv).held_out:
         print(held_out_table())
         return 0
     base = Path("docs/quality/quality-report")

@@ -131,6 +131,19 @@ def gated_rows(*, outputs: Path, clusters: int, per_cluster: int, k: int, prompt
                 threshold=threshold, plan=plan, routers=routers, pools=pools, k=k)
 
 
+def rerun_records(path: Path, *, variant: list[int], threshold: float) -> dict[str, dict]:
+    """The re-run results cached in ``path`` (``<out>-rows.jsonl``) for one
+    cluster ``variant`` (``[clusters, per_cluster, k]``) gated at
+    ``threshold``, by row ID (a later line wins); empty when there is no file."""
+    found: dict[str, dict] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            if row.get("variant") == variant and row.get("threshold") == threshold:
+                found[row["id"]] = row
+    return found
+
+
 def gate_arguments(parser, *, prompt_version: str) -> None:
     """The arguments naming the cached fast outputs and the gate
     (:func:`gated_rows`), plus ``--limit``, ``--threads`` and ``--resume``."""
@@ -167,12 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     model, version, threshold, fast_messages = gate.model, gate.version, gate.threshold, gate.fast_messages
     to_run = gated[:args.limit] if args.limit else gated
     cache = Path(f"{args.out}-rows.jsonl")
-    done = {}
-    if args.resume and cache.exists():
-        for line in cache.read_text(encoding="utf-8").splitlines():
-            row = json.loads(line)
-            if row.get("variant") == [args.clusters, args.per_cluster, args.k] and row.get("threshold") == threshold:
-                done[row["id"]] = row
+    done = rerun_records(cache, variant=[args.clusters, args.per_cluster, args.k],
+                         threshold=threshold) if args.resume else {}
     todo = [i for i in to_run if i not in done]
     if todo:
         engine = create_engine(EngineConfig(engine="llamacpp", threads=args.threads))
