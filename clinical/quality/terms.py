@@ -192,8 +192,9 @@ class Term:
     """One medical word of the input: ``word`` as written, its character
     offsets ``start``/``end`` in the input, ``plain``: the stems of the
     plain words that explain it, and ``privative``: its medical part
-    follows the prefix ``a-``/``an-``, so a plain word explains it only
-    beside a word of :data:`PRIVATIVE`."""
+    follows the prefix ``a-``/``an-`` or it ends in the suffix of stopping
+    (:data:`STOPPING`), so a plain word explains it only beside a word of
+    :data:`PRIVATIVE`."""
 
     word: str
     start: int
@@ -209,7 +210,8 @@ def _compiled_parts() -> tuple[tuple[re.Pattern, tuple[str, ...]], ...]:
 
 def _word_part_plain(word: str) -> tuple[bool, set[str], bool]:
     """``(has a medical word part, the plain words of its parts, a part
-    follows the privative prefix a-/an-)`` for one lower-case word."""
+    follows the privative prefix a-/an- or the word ends in -stasis/-static)``
+    for one lower-case word."""
     plain: set[str] = set()
     medical = privative = False
     for pattern, words in _compiled_parts():
