@@ -5,6 +5,7 @@ person to mark correct / lossy / wrong.
 
     .venv/bin/python -m bench hand_sample > /tmp/sample.md
     .venv/bin/python -m bench hand_sample --held-out > /tmp/sample2.md
+    .venv/bin/python -m bench hand_sample --third > /tmp/sample3.md
 
 Reads the committed output caches (``docs/quality/quality-report-outputs.jsonl``
 and ``...-examples-outputs.jsonl``); the judgements are written by hand.
@@ -15,6 +16,8 @@ were written from) and prints each row's fast text (the cluster prompt's
 cross-fitted output) and the text delivered after the re-run lane
 (``docs/quality/rerun-fix-rows.jsonl``, the rows of the gate's calibrated
 threshold, :func:`rerun_threshold`), as a Markdown table with empty verdict cells.
+``--third`` draws a third 40 the same way (seed :data:`THIRD_SEED`, none of
+the first two samples': rules were written from rows of the second too).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from inference.examples import crossfit_folds, normalise
 
 SEED = 40
 HELD_OUT_SEED = 2611
+THIRD_SEED = 2612
 PER_FOLD = 20
 CLUSTER_VERSION = "2026-11-25.2+c12x8k0"
 #: The product's prompt version, whose calibrated threshold ``bench rerun_fix`` gates with.
@@ -83,6 +87,12 @@ def held_out_ids() -> list[tuple[str, str]]:
     return sample_ids(HELD_OUT_SEED, exclude=frozenset(i for _, i in sample_ids()))
 
 
+def third_ids() -> list[tuple[str, str]]:
+    """The third sample: 40 changed rows, none of the first two samples' 80."""
+    seen = frozenset(i for _, i in sample_ids()) | frozenset(i for _, i in held_out_ids())
+    return sample_ids(THIRD_SEED, exclude=seen)
+
+
 def _delivered(path: Path) -> dict[str, dict]:
     """Re-run records of the calibrated threshold, by row ID (the last one wins)."""
     from bench.rerun_fix import rerun_records
@@ -94,8 +104,8 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def held_out_table() -> str:
-    """The second sample as a Markdown table: ID (fold), input, reference,
+def held_out_table(ids: list[tuple[str, str]] | None = None) -> str:
+    """A held-out sample (``ids``, by default :func:`held_out_ids`) as a Markdown table: ID (fold), input, reference,
     fast text, re-run (candidate kept or "–"), delivered text, and an empty
     verdict cell."""
     fast = laymaker_outputs(Path("docs/quality/quality-report-examples-outputs.jsonl"), CLUSTER_VERSION)
@@ -103,7 +113,7 @@ def held_out_table() -> str:
     rows = {r["ID"]: r for r in laymaker_rows()[0]}
     lines = ["| ID (fold) | input | clinicians' reference | fast text | re-run kept | delivered | verdict |",
              "|---|---|---|---|---|---|---|"]
-    for fold, row_id in held_out_ids():
+    for fold, row_id in ids or held_out_ids():
         r, rerun = rows[row_id], reruns.get(row_id)
         delivered = rerun["text"] if rerun else fast[row_id]
         lines.append(f"| {row_id} ({fold}) | {_cell(r['ORIGINAL'])} | {_cell(r['REFERENCE'])} | {_cell(fast[row_id])} | "
@@ -115,8 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench hand_sample", description=__doc__.splitlines()[0])
     parser.add_argument("--held-out", action="store_true",
                         help="the second sample, with fast and delivered texts, as a table to judge")
-    if parser.parse_args(argv).held_out:
-        print(held_out_table())
+    parser.add_argument("--third", action="store_true",
+                        help="the third sample, none of the first two, as a table to judge")
+    args = parser.parse_args(argv)
+    if args.held_out or args.third:
+        print(held_out_table(third_ids() if args.third else None))
         return 0
     base = Path("docs/quality/quality-report")
     today = _outputs(Path(f"{base}-outputs.jsonl"))

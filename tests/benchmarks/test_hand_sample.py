@@ -39,3 +39,18 @@ def test_the_held_out_table_delivers_the_rerun_text_where_the_rerun_ran(capsys):
         else:
             assert kept == "–" and delivered == cells[3]
     assert rerun_rows > 0
+
+
+def test_the_third_sample_is_40_changed_rows_none_of_the_first_two(capsys):
+    earlier = {row_id for _, row_id in hand_sample.sample_ids() + hand_sample.held_out_ids()}
+    third = hand_sample.third_ids()
+    rows = {r["ID"]: r for r in laymaker_rows()[0]}
+    half_a, _ = crossfit_folds(rows)
+    assert len({row_id for _, row_id in third}) == 40 and not earlier & {row_id for _, row_id in third}
+    assert [fold for fold, _ in third].count("A") == 20
+    for fold, row_id in third:
+        assert (row_id in half_a) == (fold == "A")
+        assert normalise(rows[row_id]["ORIGINAL"]) != normalise(rows[row_id]["REFERENCE"])
+    assert hand_sample.main(["--third"]) == 0
+    table_ids = [line.strip("|").split()[0] for line in capsys.readouterr().out.strip().splitlines()[2:]]
+    assert table_ids == [row_id for _, row_id in third]
