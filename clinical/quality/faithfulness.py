@@ -53,13 +53,21 @@ output:
   input states without any negation anywhere near it ("you do not have a
   fever" for "Fever."), and a content word the input negates that the
   output states with no negation in its sentence ("you have a fever" for
-  "No fever."). Words are compared by their first five letters. Limited
-  recall by design: a rewording of the negated word is not seen.
+  "No fever."). Words are compared by their first five letters. Where the
+  input's only negations are implicit ("nonspecific", "afebrile"), each
+  negates its own root only, and the output's negated head word (the
+  first content word after the cue, three letters or more and not one of
+  scikit-learn's English stop words) is flagged when the input states it
+  ("no gas" for "nonspecific bowel gas pattern"). Limited recall by
+  design: a rewording of the negated word is not seen.
 * ``person``: who is who. First person singular ("I", "my", "me";
   Spanish "yo", "mi", "mis") when the input has no first person (the
   model speaking as the clinician or as the patient); "he"/"she"
-  (his/her/him) when the input names nobody in the third person, or only
-  the other sex (``detail``: "swapped").
+  (his/her/him) of a sex the input does not give: the input names nobody
+  in the third person, or names someone without a sex ("the patient says
+  he": ``detail`` "sex not in input"), or only the other sex (``detail``:
+  "swapped"). A sex is given by a pronoun or a word such as "man",
+  "mother", "pregnant".
 
 English and Spanish outputs (``language``); the input is English. For
 Spanish only ``number``, ``unit``, ``laterality`` and ``person`` are
@@ -743,7 +751,7 @@ def _site_flags(source_norm: str, output: str, output_norm: str,
 #: subset, with the lay forms a rewrite uses).
 NEGATION_FORWARD = re.compile(
     r"\b(?:no|not|without|denies|denied|deny|denying|never|none|nothing|neither|nor|negative\s+for|free\s+of|"
-    r"absence\s+of|rule\s+out|ruled\s+out|r/o|cannot|can't|unable\s+to|lack\s+of|lacks|lacking|non)\b|n't\b")
+    r"absence\s+of|rule\s+out|ruled\s+out|r/o|w/o|wo|cannot|can't|unable\s+to|lack\s+of|lacks|lacking|non)\b|n't\b")
 #: Backward cues: the negated words come before ("fever is absent").
 NEGATION_BACKWARD = re.compile(
     r"\b(?:absent|negative|ruled\s+out|excluded|resolved|unremarkable|normal|clear|gone|free|"
@@ -758,6 +766,7 @@ PSEUDO = re.compile(r"\b(?:no\s+(?:increase|change|further|longer|doubt|matter)|
 #: Implicit negation in clinical words: a- / non- / un- / -free adjectives
 #: ("atraumatic", "nontender", "afebrile") mark a negated finding.
 IMPLICIT_NEGATION = re.compile(r"\b(?:a|an|non|un|in|dis)[a-z]{4,}\b|\b[a-z]+free\b|\b[a-z]+less\b")
+_IMPLICIT_PARTS = re.compile(r"^(?:non|un|in|dis|an|a)(?=[a-z]{4})|(?:free|less)$")
 SCOPE_TERMINATORS = {"but", "however", "although", "though", "except", "which", "who", "because", "since",
                      "and", "or", "so", "while", "when", "if", "as"}
 STOPWORDS = {"the", "any", "of", "for", "to", "in", "on", "at", "with", "is", "are", "was", "were", "be", "been",
@@ -815,19 +824,45 @@ def _content(word: str) -> bool:
     return len(word) >= 4 and word not in STOPWORDS and word.replace("'", "") not in STOPWORDS
 
 
+def _head_word(word: str) -> bool:
+    """A word that may head a negated phrase: a content word, or a three-letter
+    word that is not one of scikit-learn's English stop words ("gas", "leg")."""
+    if len(word) == 3:
+        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+        return word not in ENGLISH_STOP_WORDS and word not in STOPWORDS
+    return _content(word)
+
+
+def _implicit_roots(norm: str) -> set[str]:
+    """Stems of the roots implicit negations negate ("nonspecific" -> "speci")."""
+    return {_stem(_IMPLICIT_PARTS.sub("", m.group(0))) for m in IMPLICIT_NEGATION.finditer(norm)}
+
+
 def _negation_flags(source_norm: str, output: str, output_norm: str) -> list[FaithfulnessFlag]:
     in_neg = _negated_spans(source_norm)
     out_neg = _negated_spans(output_norm)
     in_negated = set().union(*(s for _, _, s, _, _ in in_neg)) if in_neg else set()
     in_all = {_stem(w.group(0)) for w in _WORD.finditer(source_norm) if _content(w.group(0))}
     flags = []
-    # (1) the output negates what the input states plainly: only when the input has no negation at all
+    # (1) the output negates what the input states plainly: only when the input has no explicit negation.
+    # With no negation at all, any negated content word counts; with only implicit ones ("nonspecific"),
+    # which negate their own root, the negated head word counts, if it is not such a root.
     raw_input_cue = NEGATION_FORWARD.search(source_norm) or NEGATION_BACKWARD.search(source_norm)
-    if not raw_input_cue and not IMPLICIT_NEGATION.search(source_norm):
+    if not raw_input_cue:
+        implicit = bool(IMPLICIT_NEGATION.search(source_norm))
+        if implicit:
+            roots = _implicit_roots(source_norm)
+            in_heads = {_stem(w.group(0)) for w in _WORD.finditer(source_norm) if _head_word(w.group(0))} - roots
         for cue_start, cue_end, stems, _, scope_end in out_neg:
             if not STRONG_CUE.fullmatch(output_norm[cue_start:cue_end]):
                 continue
-            hit = stems & in_all
+            if implicit:
+                head = next((w.group(0) for w in _WORD.finditer(output_norm[cue_end:scope_end])
+                             if _head_word(w.group(0))), None)
+                hit = {_stem(head)} & in_heads if head else set()
+            else:
+                hit = stems & in_all
             if hit:
                 start, end = min(cue_start, scope_end), max(cue_end, scope_end)
                 flags.append(FaithfulnessFlag("negation", output[start:end], start, end,
@@ -893,10 +928,10 @@ def _person_flags(source_norm: str, output: str, output_norm: str, language: str
     for pattern, sex, other_in, same_in in ((_THIRD_OUT[language][0], "male", female_in, male_in),
                                             (_THIRD_OUT[language][1], "female", male_in, female_in)):
         for m in pattern.finditer(output_norm):
-            if same_in or (third_in and not other_in):
+            if same_in:
                 continue
             detail = f"swapped: input refers to a {'female' if sex == 'male' else 'male'} person" if other_in \
-                else "no third person in input"
+                else "sex not in input" if third_in else "no third person in input"
             flags.append(FaithfulnessFlag("person", output[m.start():m.end()], m.start(), m.end(), detail))
     # who did it: "I froze a wart on him" -> "he froze a wart on you"
     if language == "en":
