@@ -12,7 +12,9 @@ output:
   or in words (num2words 0.5.14, English and Spanish, via
   :func:`clinical.quality.safety.number_words`). "twice"/"once" count as 2/1.
   Weak number words are not read in the output ("one", "a", "un/una",
-  "first", "second"): they are mostly not quantities.
+  "first", "second"): they are mostly not quantities. Also a clinical
+  grade written "N+" (0-4: reflexes, pulses, edema, urine dipstick) read as
+  a count or a bound ("2 or more", "at least two"; ``detail`` says so).
 * ``unit``: a unit written after a number in the output (``mg``,
   "milligrams", "days", ...; the unit table of
   :data:`clinical.quality.safety_vocab.UNITS`) when the input has no number with
@@ -252,12 +254,41 @@ def _input_units(source: str, source_norm: str) -> set[str]:
     return units
 
 
+#: A clinical grade "N+", 0-4 (deep tendon reflexes, pulses, pitting edema, urine dipstick), not "65+ years".
+_GRADE = re.compile(r"(?<![\d.,])([0-4])\s?\+(?![\d+])(?!\s*(?:y|yr|yrs|years?|hours?|hrs?|days?|weeks?|months?)\b)")
+_BOUND_AFTER = {"en": r"\s+or\s+(?:more|higher|greater|above|over|better)\b",
+                "es": r"\s+o\s+(?:m[aá]s|mayor|superior)\b"}
+_BOUND_BEFORE = {"en": r"\b(?:at\s+least|more\s+than|greater\s+than|higher\s+than|over|above)\s+$",
+                 "es": r"\b(?:al\s+menos|m[aá]s\s+de|mayor\s+de|por\s+lo\s+menos)\s+$"}
+_BOUND_IN = re.compile(r"\bor\s+(?:more|higher|greater|above|over)\b|\b(?:at\s+least|more\s+than|greater\s+than)\b|>")
+
+
+def _grade_flags(source_norm: str, output: str, output_norm: str, language: str) -> list[FaithfulnessFlag]:
+    """A grade of the input ("reflexes are 2+") that the output reads as a
+    count or a lower bound ("2 or more", "at least two"), when the input
+    states no bound itself."""
+    grades = {Decimal(m.group(1)) for m in _GRADE.finditer(source_norm)}
+    if not grades or _BOUND_IN.search(source_norm):
+        return []
+    flags = []
+    for start, end, values, _ in _numbers(output_norm, language, output=True):
+        if output_norm[end:end + 1] == "+" or not values & grades:
+            continue
+        after = re.match(_BOUND_AFTER[language], output_norm[end:])
+        before = re.search(_BOUND_BEFORE[language], output_norm[:start])
+        if after or before:
+            span_start, span_end = (before.start() if before else start), (end + after.end() if after else end)
+            flags.append(FaithfulnessFlag("number", output[span_start:span_end], span_start, span_end,
+                                          "a grade (N+) read as a count or a bound"))
+    return flags
+
+
 def _number_flags(source: str, source_norm: str, output: str, output_norm: str,
                   language: str) -> list[FaithfulnessFlag]:
     input_values: set[Decimal] = set()
     for _, _, values, _ in _numbers(source_norm, "en", output=False):
         input_values |= values
-    flags = []
+    flags = _grade_flags(source_norm, output, output_norm, language)
     units_in = None
     for start, end, values, is_word in _numbers(output_norm, language, output=True):
         if not values & input_values:
