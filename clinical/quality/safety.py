@@ -18,6 +18,12 @@ Every item of these kinds found in the input must be present in the output
   each with its scope (up to five words, ending at punctuation or "but",
   "however", ...); NegEx pseudo-negations ("no change", "not only") are
   not cues;
+* ``uncertainty``: a hedge of the input ("possible", "probably",
+  "suspicious for", "cannot be excluded", "nonspecific": ConText's
+  probable-existence cues, Harkema et al. 2009), so that the output does
+  not state as certain what the note does not; present when the output
+  has a word of doubt ("maybe", "might", "not sure", "check for", ...),
+  one per cue;
 * ``term`` (English output only): a medical term built on a known word
   part ("fasciotomy", "ischemic") that the output neither keeps nor
   explains with a plain word for one of its parts
@@ -45,7 +51,7 @@ from functools import lru_cache
 from clinical.quality import safety_vocab as vocab
 from clinical.quality import terms
 
-KINDS = ("dose", "measurement", "number", "drug", "laterality", "negation", "term")
+KINDS = ("dose", "measurement", "number", "drug", "laterality", "negation", "uncertainty", "term")
 
 
 @dataclass(frozen=True)
@@ -320,11 +326,23 @@ def _negations_missing(items, output_norm: str) -> set[int]:
     return missing
 
 
+_UNCERTAINTY_IN = re.compile(vocab.UNCERTAINTY_INPUT)
+_UNCERTAINTY_OUT = re.compile(vocab.UNCERTAINTY_INPUT + "|" + vocab.UNCERTAINTY_OUTPUT)  # a cue kept is a doubt kept
+
+
+def _uncertainty_items(input_text: str, output_norm: str) -> list[tuple[SafetyItem, bool]]:
+    """``[(item, present)]``: each hedge cue of the input, paired by count
+    with the output's words of doubt (the last cues go missing first)."""
+    cues = list(_UNCERTAINTY_IN.finditer(normalize(input_text)))
+    doubts = len(_UNCERTAINTY_OUT.findall(output_norm))
+    return [(SafetyItem("uncertainty", cue.group(0)), index < doubts) for index, cue in enumerate(cues)]
+
+
 # ---------------------------------------------------------------- the check
 
 def safety_check(*, input_text: str, output_text: str, language: str = "en") -> SafetyResult:
-    """Check that every dose, measurement, number, drug, side and negation
-    of ``input_text`` is present in ``output_text``, and (English output)
+    """Check that every dose, measurement, number, drug, side, negation and
+    hedge of ``input_text`` is present in ``output_text``, and (English output)
     that every medical term is kept or explained (rules above).
 
     Args:
@@ -369,6 +387,9 @@ def safety_check(*, input_text: str, output_text: str, language: str = "en") -> 
     missing_negations = _negations_missing(negations, output_norm)
     for index, (item, _) in enumerate(negations):
         record(item, index not in missing_negations)
+
+    for item, present in _uncertainty_items(input_text, output_norm):
+        record(item, present)
 
     if language == "en":
         for term, kept in terms.terms_checked(input_text=input_text, output_text=output_text):

@@ -87,6 +87,27 @@ PSEUDO_NEGATION = r"\b(?:no\s+(?:increase|change|further|significant\s+change)|n
 #: Negation words accepted in the output (English and Spanish).
 NEGATION_OUTPUT = (r"\b(?:no|not|without|denies|denied|deny|negative|none|never|nothing|neither|nor|"
                    r"sin|niega|nego|negativ[oa]s?|ningun[oa]?|nunca|nada|ni|tampoco)\b|n't\b")
+#: Uncertainty (speculation) cues in the input: the diagnostic hedges of ConText's
+#: "probable existence" and "indication" modifiers (Harkema et al. 2009, "ConText: an
+#: algorithm for determining negation, experiencer, and temporal status from clinical
+#: reports") and the BioScope corpus's speculation cues (Vincze et al. 2008), without
+#: the modal verbs may/might/could, which in a note often grant or describe ("may
+#: return to work"), and without "versus" ("risks versus benefits").
+UNCERTAINTY_INPUT = (r"\b(?:possible|possibly|probable|probably|likely|unlikely|suspicious|suspected|suspect|"
+                     r"suspicion|questionable|question\s+of|cannot\s+be\s+(?:excluded|ruled\s+out)|"
+                     r"can\s+not\s+be\s+(?:excluded|ruled\s+out)|not\s+(?:be\s+)?excluded|rule\s+out|r/o|"
+                     r"concern\s+for|concerning\s+for|worrisome\s+for|suggestive\s+of|suggests|suggesting|"
+                     r"equivocal|indeterminate|non\s?specific|doubtful|uncertain|unclear|presumed|presumably|"
+                     r"presumptive|differential)\b")
+#: Words of doubt accepted in the output (English and Spanish, accents removed): the
+#: cues themselves and their lay forms ("maybe", "might", "not sure", "check for").
+UNCERTAINTY_OUTPUT = (r"\b(?:possible|possibly|probable|probably|likely|unlikely|maybe|perhaps|may|might|could|"
+                      r"suspicious|suspected|suspect|suspicion|question|questionable|sure|unsure|certain|"
+                      r"uncertain|clear|unclear|doubt\w*|seems?|seemed|appears?|appeared|looks?\s+like|concern\w*|"
+                      r"worr\w*|rule\s+out|ruled\s+out|check\w*|test\w*|whether|if|specific|nonspecific|"
+                      r"suggest\w*|signs?\s+of|think|thought|believe\w*|presum\w*|chance|equivocal|"
+                      r"indeterminate|excluded|unspecific|posible\w*|probable\w*|quizas?|tal\s+vez|puede\w*|podria\w*|"
+                      r"sospech\w*|parece\w*|descartar|duda\w*|seguro|claro|especific\w*)\b")
 #: Words that end a negation's scope (NegEx terminators) besides punctuation.
 SCOPE_TERMINATORS = {"but", "however", "although", "though", "except", "which", "who"}
 #: Words in a negation's scope that do not identify it.
