@@ -6,6 +6,7 @@ person to mark correct / lossy / wrong.
     .venv/bin/python -m bench hand_sample > /tmp/sample.md
     .venv/bin/python -m bench hand_sample --held-out > /tmp/sample2.md
     .venv/bin/python -m bench hand_sample --third > /tmp/sample3.md
+    .venv/bin/python -m bench hand_sample --sample 4 > /tmp/sample4.md
 
 Reads the committed output caches (``docs/quality/quality-report-outputs.jsonl``
 and ``...-examples-outputs.jsonl``); the judgements are written by hand.
@@ -17,7 +18,9 @@ cross-fitted output) and the text delivered after the re-run lane
 (``docs/quality/rerun-fix-rows.jsonl``, the rows of the gate's calibrated
 threshold, :func:`rerun_threshold`), as a Markdown table with empty verdict cells.
 ``--third`` draws a third 40 the same way (seed :data:`THIRD_SEED`, none of
-the first two samples': rules were written from rows of the second too).
+the first two samples': rules were written from rows of the second too),
+and ``--sample 4`` a fourth (:data:`FOURTH_SEED`, none of the first 120:
+rules were written from rows of the third).
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ from inference.examples import crossfit_folds, normalise
 SEED = 40
 HELD_OUT_SEED = 2611
 THIRD_SEED = 2612
+FOURTH_SEED = 2613
+#: The samples' seeds in the order drawn; each sample excludes the rows of those before it.
+SEEDS = (SEED, HELD_OUT_SEED, THIRD_SEED, FOURTH_SEED)
 PER_FOLD = 20
 CLUSTER_VERSION = "2026-11-25.2+c12x8k0"
 #: The product's prompt version, whose calibrated threshold ``bench rerun_fix`` gates with.
@@ -82,15 +88,29 @@ def _outputs(path: Path) -> dict[str, str]:
     return rows
 
 
+def nth_sample_ids(n: int) -> list[tuple[str, str]]:
+    """Sample ``n`` (1 to ``len(SEEDS)``): 40 changed rows drawn with
+    ``SEEDS[n - 1]``, none of the samples before it.
+
+    Raises:
+        ValueError: no such sample."""
+    if not 1 <= n <= len(SEEDS):
+        raise ValueError(f"samples are numbered 1 to {len(SEEDS)}")
+    seen: frozenset[str] = frozenset()
+    for seed in SEEDS[:n]:
+        ids = sample_ids(seed, exclude=seen)
+        seen |= {i for _, i in ids}
+    return ids
+
+
 def held_out_ids() -> list[tuple[str, str]]:
     """The second sample: 40 changed rows, none of :func:`sample_ids`' 40."""
-    return sample_ids(HELD_OUT_SEED, exclude=frozenset(i for _, i in sample_ids()))
+    return nth_sample_ids(2)
 
 
 def third_ids() -> list[tuple[str, str]]:
     """The third sample: 40 changed rows, none of the first two samples' 80."""
-    seen = frozenset(i for _, i in sample_ids()) | frozenset(i for _, i in held_out_ids())
-    return sample_ids(THIRD_SEED, exclude=seen)
+    return nth_sample_ids(3)
 
 
 def _delivered(path: Path) -> dict[str, dict]:
@@ -127,9 +147,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="the second sample, with fast and delivered texts, as a table to judge")
     parser.add_argument("--third", action="store_true",
                         help="the third sample, none of the first two, as a table to judge")
+    parser.add_argument("--sample", type=int, choices=range(2, len(SEEDS) + 1),
+                        help="sample N (2 is --held-out, 3 is --third), none of the samples before it")
     args = parser.parse_args(argv)
-    if args.held_out or args.third:
-        print(held_out_table(third_ids() if args.third else None))
+    number = args.sample or (3 if args.third else 2 if args.held_out else None)
+    if number:
+        print(held_out_table(nth_sample_ids(number)))
         return 0
     base = Path("docs/quality/quality-report")
     today = _outputs(Path(f"{base}-outputs.jsonl"))

@@ -54,3 +54,11 @@ def test_the_third_sample_is_40_changed_rows_none_of_the_first_two(capsys):
     assert hand_sample.main(["--third"]) == 0
     table_ids = [line.strip("|").split()[0] for line in capsys.readouterr().out.strip().splitlines()[2:]]
     assert table_ids == [row_id for _, row_id in third]
+
+
+def test_the_fourth_sample_is_40_changed_rows_none_of_the_first_three():
+    earlier = {row_id for n in (1, 2, 3) for _, row_id in hand_sample.nth_sample_ids(n)}
+    fourth = {row_id for _, row_id in hand_sample.nth_sample_ids(4)}
+    assert len(earlier) == 120 and len(fourth) == 40 and not earlier & fourth
+    assert hand_sample.nth_sample_ids(2) == hand_sample.held_out_ids()
+    assert hand_sample.nth_sample_ids(1) == hand_sample.sample_ids()
