@@ -102,12 +102,14 @@ UNCERTAINTY_INPUT = (r"\b(?:possible|possibly|probable|probably|likely|unlikely|
 #: Words of doubt accepted in the output (English and Spanish, accents removed): the
 #: cues themselves and their lay forms ("maybe", "might", "not sure", "check for").
 UNCERTAINTY_OUTPUT = (r"\b(?:possible|possibly|probable|probably|likely|unlikely|maybe|perhaps|may|might|could|"
-                      r"suspicious|suspected|suspect|suspicion|question|questionable|sure|unsure|certain|"
-                      r"uncertain|clear|unclear|doubt\w*|seems?|seemed|appears?|appeared|looks?\s+like|concern\w*|"
-                      r"worr\w*|rule\s+out|ruled\s+out|check\w*|test\w*|whether|if|specific|nonspecific|"
-                      r"suggest\w*|signs?\s+of|think|thought|believe\w*|presum\w*|chance|equivocal|"
-                      r"indeterminate|excluded|unspecific|posible\w*|probable\w*|quizas?|tal\s+vez|puede\w*|podria\w*|"
-                      r"sospech\w*|parece\w*|descartar|duda\w*|seguro|claro|especific\w*)\b")
+                      r"suspicious|suspected|suspect|suspicion|question|questionable|unsure|uncertain|unclear|"
+                      r"doubt\w*|seems?|seemed|appears?|appeared|looks?\s+like|concern\w*|worr\w*|rule\s+out|"
+                      r"ruled\s+out|(?:check|checked|checking|test|tested|testing|look|looked|looking)\s+(?:for|if|"
+                      r"whether|to\s+see)|whether|if|specific|nonspecific|unspecific|suggest\w*|signs?\s+of|think|"
+                      r"thought|believe\w*|presum\w*|chance|equivocal|indeterminate|excluded|posible\w*|"
+                      r"probable\w*|quizas?|tal\s+vez|puede\w*|podria\w*|sospech\w*|parece\w*|descartar|duda\w*|"
+                      r"especific\w*)\b"
+                      r"|(?:\bnot|n't|\bno)\s+(?:[a-z]+\s+)?(?:sure|certain|clear|seguro|segura|claro)\b")
 #: Words that end a negation's scope (NegEx terminators) besides punctuation.
 SCOPE_TERMINATORS = {"but", "however", "although", "though", "except", "which", "who"}
 #: Words in a negation's scope that do not identify it.
