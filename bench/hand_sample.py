@@ -124,8 +124,8 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def held_out_table(ids: list[tuple[str, str]] | None = None) -> str:
-    """A held-out sample (``ids``, by default :func:`held_out_ids`) as a Markdown table: ID (fold), input, reference,
+def held_out_table(ids: list[tuple[str, str]]) -> str:
+    """A held-out sample (``ids``, e.g. :func:`held_out_ids`) as a Markdown table: ID (fold), input, reference,
     fast text, re-run (candidate kept or "–"), delivered text, and an empty
     verdict cell."""
     fast = laymaker_outputs(Path("docs/quality/quality-report-examples-outputs.jsonl"), CLUSTER_VERSION)
@@ -133,7 +133,7 @@ def held_out_table(ids: list[tuple[str, str]] | None = None) -> str:
     rows = {r["ID"]: r for r in laymaker_rows()[0]}
     lines = ["| ID (fold) | input | clinicians' reference | fast text | re-run kept | delivered | verdict |",
              "|---|---|---|---|---|---|---|"]
-    for fold, row_id in ids or held_out_ids():
+    for fold, row_id in ids:
         r, rerun = rows[row_id], reruns.get(row_id)
         delivered = rerun["text"] if rerun else fast[row_id]
         lines.append(f"| {row_id} ({fold}) | {_cell(r['ORIGINAL'])} | {_cell(r['REFERENCE'])} | {_cell(fast[row_id])} | "

@@ -263,15 +263,16 @@ _BOUND_BEFORE = {"en": r"\b(?:at\s+least|more\s+than|greater\s+than|higher\s+tha
 _BOUND_IN = re.compile(r"\bor\s+(?:more|higher|greater|above|over)\b|\b(?:at\s+least|more\s+than|greater\s+than)\b|>")
 
 
-def _grade_flags(source_norm: str, output: str, output_norm: str, language: str) -> list[FaithfulnessFlag]:
+def _grade_flags(source_norm: str, output: str, output_norm: str, language: str,
+                 output_numbers: list[tuple[int, int, set[Decimal], bool]]) -> list[FaithfulnessFlag]:
     """A grade of the input ("reflexes are 2+") that the output reads as a
     count or a lower bound ("2 or more", "at least two"), when the input
-    states no bound itself."""
+    states no bound itself. ``output_numbers``: :func:`_numbers` of the output."""
     grades = {Decimal(m.group(1)) for m in _GRADE.finditer(source_norm)}
     if not grades or _BOUND_IN.search(source_norm):
         return []
     flags = []
-    for start, end, values, _ in _numbers(output_norm, language, output=True):
+    for start, end, values, _ in output_numbers:
         if output_norm[end:end + 1] == "+" or not values & grades:
             continue
         after = re.match(_BOUND_AFTER[language], output_norm[end:])
@@ -288,9 +289,10 @@ def _number_flags(source: str, source_norm: str, output: str, output_norm: str,
     input_values: set[Decimal] = set()
     for _, _, values, _ in _numbers(source_norm, "en", output=False):
         input_values |= values
-    flags = _grade_flags(source_norm, output, output_norm, language)
+    output_numbers = _numbers(output_norm, language, output=True)
+    flags = _grade_flags(source_norm, output, output_norm, language, output_numbers)
     units_in = None
-    for start, end, values, is_word in _numbers(output_norm, language, output=True):
+    for start, end, values, is_word in output_numbers:
         if not values & input_values:
             flags.append(FaithfulnessFlag("number", output[start:end], start, end))
         for key, (out_re, _) in _unit_patterns().items():
@@ -796,8 +798,12 @@ PSEUDO = re.compile(r"\b(?:no\s+(?:increase|change|further|longer|doubt|matter)|
                     r"without\s+difficulty)\b")
 #: Implicit negation in clinical words: a- / non- / un- / -free adjectives
 #: ("atraumatic", "nontender", "afebrile") mark a negated finding.
-IMPLICIT_NEGATION = re.compile(r"\b(?:a|an|non|un|in|dis)[a-z]{4,}\b|\b[a-z]+free\b|\b[a-z]+less\b")
-_IMPLICIT_PARTS = re.compile(r"^(?:non|un|in|dis|an|a)(?=[a-z]{4})|(?:free|less)$")
+IMPLICIT_PREFIXES = ("non", "un", "in", "dis", "an", "a")
+IMPLICIT_SUFFIXES = ("free", "less")
+IMPLICIT_NEGATION = re.compile(rf"\b(?:{'|'.join(IMPLICIT_PREFIXES)})[a-z]{{4,}}\b"
+                               rf"|\b[a-z]+(?:{'|'.join(IMPLICIT_SUFFIXES)})\b")
+#: The prefix and suffix of an implicit negation, stripped to leave the root it negates.
+_IMPLICIT_PARTS = re.compile(rf"^(?:{'|'.join(IMPLICIT_PREFIXES)})(?=[a-z]{{4}})|(?:{'|'.join(IMPLICIT_SUFFIXES)})$")
 SCOPE_TERMINATORS = {"but", "however", "although", "though", "except", "which", "who", "because", "since",
                      "and", "or", "so", "while", "when", "if", "as"}
 STOPWORDS = {"the", "any", "of", "for", "to", "in", "on", "at", "with", "is", "are", "was", "were", "be", "been",
