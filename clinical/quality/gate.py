@@ -21,12 +21,15 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import asdict, dataclass
+from decimal import ROUND_FLOOR, Decimal
 from pathlib import Path
 
 from django.conf import settings
 
 #: The design's threshold, for models not calibrated yet.
 DEFAULT_THRESHOLD = 0.85
+#: Decimals a calibrated threshold is stored with (gate_calibration.json).
+THRESHOLD_DECIMALS = 4
 CALIBRATION_FILE = Path(__file__).resolve().with_name("gate_calibration.json")
 
 
@@ -84,8 +87,12 @@ class OperatingPoint:
 def operating_point(rows: list[tuple[float | None, bool]], threshold: float, *,
                     checks_gate: bool = True) -> OperatingPoint:
     """The gate's figures for ``rows`` of ``(confidence, fails_a_check)``
-    at ``threshold`` (a missing confidence always re-runs)."""
+    at ``threshold`` rounded to :data:`THRESHOLD_DECIMALS` (the value
+    stored and reported is the value evaluated; a missing confidence always
+    re-runs)."""
     from sklearn.metrics import roc_auc_score
+
+    threshold = round(threshold, THRESHOLD_DECIMALS)
 
     def low(confidence: float | None) -> bool:
         return confidence is None or confidence < threshold
@@ -96,7 +103,7 @@ def operating_point(rows: list[tuple[float | None, bool]], threshold: float, *,
     scores = [-(confidence if confidence is not None else 0.0) for confidence, _ in rows]
     auroc = float(roc_auc_score(labels, scores)) if 0 < sum(labels) < len(labels) else None
     return OperatingPoint(
-        threshold=round(threshold, 4), outputs=len(rows), failing=len(failing),
+        threshold=threshold, outputs=len(rows), failing=len(failing),
         rerun_rate=len(rerun) / len(rows) if rows else 0.0,
         failing_caught=(sum(1 for c, _ in failing if low(c) or checks_gate) / len(failing)) if failing else 1.0,
         failing_caught_by_confidence=(sum(1 for c, _ in failing if low(c)) / len(failing)) if failing else 1.0,
@@ -107,7 +114,9 @@ def threshold_calibrate(rows: list[tuple[float | None, bool]], *, max_rerun_rate
     """The highest threshold whose re-run rate on ``rows`` stays within
     ``max_rerun_rate`` (the issue's band is 5-30 %: above it the re-run lane
     takes the CPU from the clinicians), considering each observed confidence
-    as a cut.
+    as a cut. Each cut is rounded *down* to the stored decimals before it
+    is evaluated: rounding up could let the stored threshold re-run outputs
+    whose confidence lies between the cut and its rounding.
 
     Raises:
         ValueError: no rows, or the failed checks alone exceed the rate.
@@ -118,9 +127,16 @@ def threshold_calibrate(rows: list[tuple[float | None, bool]], *, max_rerun_rate
     if floor.rerun_rate > max_rerun_rate:
         raise ValueError(f"failed checks alone re-run {floor.rerun_rate:.1%}, above {max_rerun_rate:.0%}")
     best = floor
-    for cut in sorted({c for c, _ in rows if c is not None}):
+    for cut in sorted({_stored_floor(c) for c, _ in rows if c is not None}):
         point = operating_point(rows, cut)
         if point.rerun_rate > max_rerun_rate:
             break
         best = point
     return best
+
+
+def _stored_floor(confidence: float) -> float:
+    """``confidence`` rounded down to :data:`THRESHOLD_DECIMALS` decimals
+    (through its shortest repr, so 0.5629 stays 0.5629)."""
+    step = Decimal(1).scaleb(-THRESHOLD_DECIMALS)
+    return float(Decimal(repr(confidence)).quantize(step, rounding=ROUND_FLOOR))

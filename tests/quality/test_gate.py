@@ -51,6 +51,19 @@ def test_calibration_takes_the_highest_threshold_within_the_rate():
     assert point.auroc == pytest.approx(1.0)
 
 
+def test_the_stored_threshold_reruns_exactly_the_outputs_reported():
+    # The best cut is 0.123456 (3 of 10 below it); stored rounded *up* to
+    # 0.1235 it would also re-run the output at 0.12347: 4 of 10, above the rate.
+    rows = [(0.1, False), (0.11, True), (0.12, False), (0.123456, False), (0.12347, False),
+            (0.5, False), (0.6, False), (0.7, False), (0.8, False), (0.9, False)]
+    point = gate.threshold_calibrate(rows, max_rerun_rate=0.30)
+    stored = json.loads(json.dumps(point.as_dict()))["threshold"]
+    rerun = sum(1 for confidence, fails in rows if confidence < stored or fails)
+    assert stored == round(stored, gate.THRESHOLD_DECIMALS)
+    assert rerun / len(rows) == point.rerun_rate <= 0.30
+    assert point.threshold == 0.1234 and point.rerun_rate == pytest.approx(0.3)
+
+
 def test_failed_checks_alone_above_the_rate_are_refused():
     with pytest.raises(ValueError, match="failed checks alone"):
         gate.threshold_calibrate([(0.9, True), (0.9, True), (0.9, False)], max_rerun_rate=0.30)
