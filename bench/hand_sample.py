@@ -30,7 +30,7 @@ import json
 import random
 from pathlib import Path
 
-from bench.quality import laymaker_outputs, laymaker_rows
+from bench.quality import CROSSFIT_CLUSTER_VERSION, laymaker_outputs, laymaker_rows
 from inference.examples import crossfit_folds, normalise
 
 SEED = 40
@@ -40,11 +40,12 @@ FOURTH_SEED = 2613
 #: The samples' seeds in the order drawn; each sample excludes the rows of those before it.
 SEEDS = (SEED, HELD_OUT_SEED, THIRD_SEED, FOURTH_SEED)
 PER_FOLD = 20
-CLUSTER_VERSION = "2026-11-25.2+c12x8k0"
+#: The cross-fitted rows of the product's prompt (headings copied since 2026-11-26, session 19).
+CLUSTER_VERSION = CROSSFIT_CLUSTER_VERSION
 #: The product's prompt version, whose calibrated threshold ``bench rerun_fix`` gates with.
-PRODUCT_VERSION = "2026-11-25.2+c24x8k0"
+PRODUCT_VERSION = "2026-11-25.2+c24x8k0h"
 MODEL = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
-RERUN_VARIANT = [12, 8, 0]
+RERUN_VARIANT = [12, 8, 0, "h"]
 
 
 def rerun_threshold() -> float:

@@ -71,9 +71,9 @@ def laymaker_rows() -> tuple[list[dict[str, str]], list[str]]:
 
 
 #: The prompt version of the cross-fitted cluster outputs users' prompt is
-#: measured by (12 clusters x 8 per half pool, k 0: the shipped 24 x 8 on a
-#: half pool), as stored in ``quality-report-examples-outputs.jsonl``.
-CROSSFIT_CLUSTER_VERSION = "2026-11-25.2+c12x8k0"
+#: measured by (12 clusters x 8 per half pool, k 0, headings copied: the
+#: shipped 24 x 8 on a half pool), as stored in ``quality-report-examples-outputs.jsonl``.
+CROSSFIT_CLUSTER_VERSION = "2026-11-25.2+c12x8k0h"
 
 
 def laymaker_outputs(path: Path, prompt_version: str = "") -> dict[str, str]:
@@ -180,8 +180,11 @@ async def run_system(inputs: list[tuple[str, str]], *, engine_name: str, model: 
                     pieces.append(delta.text)
                     logprobs.extend(delta.token_logprobs)
                     deltas.append([delta.text, [round(lp, 5) for lp in delta.token_logprobs]])
-                output = "".join(pieces)
-                row = {"key": key, "output": output.strip(), "confidence": sequence_confidence(logprobs),
+                # A verbatim heading (``extra["heading"]``) goes before the answer, as the product joins
+                # it (clinical.models.TextJoiner: with the answer's first text, so not before an empty one).
+                answer = "".join(pieces).strip()
+                output = (extra.get("heading", "") + answer).strip() if answer else ""
+                row = {"key": key, "output": output, "confidence": sequence_confidence(logprobs),
                        "tokens": len(logprobs), "ms": round((time.perf_counter() - t0) * 1000, 1),
                        "ttft_ms": first_ms, "prompt_tokens": prompt_tokens, "deltas": deltas,
                        **({"engine_version": engine_version} if engine_version else {}), **extra, **provenance}
@@ -222,7 +225,7 @@ def crossfit_plan(rows: list[dict[str, str]], fold: str = "both") -> dict[str, t
 
 
 async def run_examples(rows: list[dict[str, str]], *, k: int, placement: str, fold: str, cache: Path,
-                       clusters: int = 0, per_cluster: int = 4, hints: bool = False,
+                       clusters: int = 0, per_cluster: int = 4, hints: bool = False, headings: bool = False,
                        **options) -> tuple[list[dict], dict]:
     """Generate the cross-fitted retrieval outputs (see the module
     docstring); ``options`` go to :func:`run_system`. With ``clusters``,
@@ -230,8 +233,10 @@ async def run_examples(rows: list[dict[str, str]], *, k: int, placement: str, fo
     its cluster's ``per_cluster`` fixed examples as turns after the system
     message (a prefix shared by the cluster) plus ``k`` retrieved ones;
     with ``hints`` too, HPO's plain words for the sentence's terms follow it
-    (:data:`inference.prompts.HINTS_PROMPT_VERSION`)."""
-    from inference.examples import FOLD_SEED, ExamplePool
+    (:data:`inference.prompts.HINTS_PROMPT_VERSION`); with ``headings``, a
+    sentence's leading headings are copied and the model gets the rest
+    (:func:`inference.examples.heading_split`, version suffix ``h``)."""
+    from inference.examples import FOLD_SEED, ExamplePool, heading_split
     from inference.lay_terms import lay_hints
     from inference.prompts import EXAMPLES_PROMPT_VERSION, ClusterPrompt, build_messages
 
@@ -243,6 +248,8 @@ async def run_examples(rows: list[dict[str, str]], *, k: int, placement: str, fo
     def messages_for(key: str, text: str):
         name, _ = plan[key.removeprefix("laymaker-")]
         extra, fixed = {"fold": name}, []
+        if headings:
+            extra["heading"], text = heading_split(text)
         if clusters:
             extra["cluster"], fixed = routers[name].route(text)
             extra["prefix_ids"] = [e.id for e in fixed]
@@ -258,10 +265,11 @@ async def run_examples(rows: list[dict[str, str]], *, k: int, placement: str, fo
     inputs = [(f"laymaker-{r['ID']}", r["ORIGINAL"]) for r in rows if r["ID"] in plan]
     if clusters:  # one cluster after another: its prefix stays in the KV cache (warm, as in the product)
         inputs.sort(key=lambda item: (plan[item[0].removeprefix("laymaker-")][0],
-                                      routers[plan[item[0].removeprefix("laymaker-")][0]].route(item[1])[0]))
+                                      routers[plan[item[0].removeprefix("laymaker-")][0]].route(
+                                          heading_split(item[1])[1] if headings else item[1])[0]))
     variant = {"prompt_version": EXAMPLES_PROMPT_VERSION, "k": k, "placement": placement, "fold_seed": FOLD_SEED}
     if clusters:  # the product's version string for these settings (over a half pool here)
-        variant.update(prompt_version=ClusterPrompt(clusters, per_cluster, k, hints=hints).version,
+        variant.update(prompt_version=ClusterPrompt(clusters, per_cluster, k, hints=hints, headings=headings).version,
                        clusters=clusters, per_cluster=per_cluster)
     return await run_system(inputs, cache=cache, messages_for=messages_for, variant=variant, **options)
 
@@ -376,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-cluster", type=int, default=4, help="fixed examples per cluster")
     parser.add_argument("--hints", action="store_true",
                         help="with --clusters: HPO's plain words for each sentence's terms follow it (prompt .3)")
+    parser.add_argument("--headings", action="store_true",
+                        help="with --clusters: leading section headings copied, the model gets the rest (suffix h)")
     parser.add_argument("--timing", action="store_true",
                         help="regenerate today's laymaker rows cached without TTFT / prompt tokens")
     args = parser.parse_args(argv)
@@ -411,7 +421,8 @@ def main(argv: list[str] | None = None) -> int:
     if "examples" in methods:
         retrieved, retrieved_facts = asyncio.run(run_examples(
             rows, k=k, placement=placement, fold=args.fold, cache=Path(f"{out}-examples-outputs.jsonl"),
-            clusters=args.clusters, per_cluster=args.per_cluster, hints=args.hints, **options))
+            clusters=args.clusters, per_cluster=args.per_cluster, hints=args.hints, headings=args.headings,
+            **options))
         if "today" not in methods:
             facts = dict(retrieved_facts, generation_s=facts["generation_s"])
     per_sentence = []
@@ -424,6 +435,11 @@ def main(argv: list[str] | None = None) -> int:
         without_hints, _ = asyncio.run(run_examples(
             rows, k=k, placement=placement, fold=args.fold, cache=Path(f"{out}-examples-outputs.jsonl"),
             clusters=args.clusters, per_cluster=args.per_cluster, **options))
+    without_headings = []
+    if "examples" in methods and "today" in methods and args.clusters and args.headings:  # headings sent to the model
+        without_headings, _ = asyncio.run(run_examples(
+            rows, k=k, placement=placement, fold=args.fold, cache=Path(f"{out}-examples-outputs.jsonl"),
+            clusters=args.clusters, per_cluster=args.per_cluster, hints=args.hints, **options))
     expected = len(inputs) if "today" in methods else 0
     if len(generated) < expected or len(retrieved) < len(crossfit_plan(rows, args.fold)) * ("examples" in methods):
         print("some outputs belong to other shards; run again with --resume once they are done to write the report")
@@ -474,7 +490,12 @@ def main(argv: list[str] | None = None) -> int:
         if without_hints:
             compared.append((f"cluster prefixes, {args.clusters} clusters x {args.per_cluster} per half pool, "
                              f"k={k} ({without_hints[0]['prompt_version']})", _by_rows(rows, without_hints)))
-        name = (f"cluster prefixes{' + HPO plain words' if args.hints else ''}, {args.clusters} clusters x "
+        if without_headings:
+            compared.append((f"cluster prefixes, {args.clusters} clusters x {args.per_cluster} per half pool, "
+                             f"k={k}, headings sent to the model ({without_headings[0]['prompt_version']})",
+                             _by_rows(rows, without_headings)))
+        name = (f"cluster prefixes{' + HPO plain words' if args.hints else ''}"
+                f"{', headings copied' if args.headings else ''}, {args.clusters} clusters x "
                 f"{args.per_cluster} per half pool, k={k} "
                 f"({retrieved[0]['prompt_version'] if retrieved else ''})" if args.clusters else
                 f"retrieved per sentence, k={k}, {placement} ({EXAMPLES_PROMPT_VERSION})")

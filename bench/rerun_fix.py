@@ -26,7 +26,7 @@ and faithfulness pass over all 250 rows as the clinician finally sees them
 alone.
 
     .venv/bin/python -m bench rerun_fix --outputs docs/quality/quality-report-examples-outputs.jsonl \\
-        --clusters 12 --per-cluster 8 --k 0 --prompt-version 2026-11-25.2+c24x8k0 --resume
+        --clusters 12 --per-cluster 8 --k 0 --headings --prompt-version 2026-11-25.2+c24x8k0h --resume
 """
 
 from __future__ import annotations
@@ -42,15 +42,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-def _rows(path: Path, *, clusters: int, per_cluster: int, k: int) -> dict[str, dict]:
+def _rows(path: Path, *, clusters: int, per_cluster: int, k: int, headings: bool = False) -> dict[str, dict]:
     """Cached laymaker rows of one cluster variant (examples inline, as the
-    product renders it), by ID."""
+    product renders it; with ``headings``, the version that copies
+    headings), by ID."""
+    from inference.prompts import ClusterPrompt
+
     found = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
+        prompt = ClusterPrompt.parse(row.get("prompt_version", ""))
         if (row["key"].startswith("laymaker-") and row.get("clusters") == clusters
                 and row.get("per_cluster") == per_cluster and row.get("k") == k
-                and row.get("placement") == "inline"):
+                and row.get("placement") == "inline" and prompt is not None and prompt.headings == headings):
             found[row["key"].removeprefix("laymaker-")] = row
     return found
 
@@ -72,6 +76,9 @@ class Gate:
     routers: dict
     pools: dict
     k: int = 0
+    headings: bool = False
+    clusters: int = 0
+    per_cluster: int = 0
 
     def fold(self, row_id: str) -> str:
         """``"A"`` or ``"B"``: the cross-fit half the row belongs to."""
@@ -85,18 +92,29 @@ class Gate:
         """The example pool of the other half (never the row's own)."""
         return self.pools[self.fold(row_id)]
 
-    def fast_messages(self, row_id: str) -> list[dict[str, str]]:
+    def fast_messages(self, row_id: str) -> list:
         """The fast run's messages: the product's cluster prompt over the
         other half's pool, which is what ``bench quality --placement inline``
-        rendered (tests/inference/test_examples.py checks they are equal)."""
-        from inference.examples import cluster_messages
+        rendered (tests/inference/test_examples.py checks they are equal);
+        with ``headings`` and a sentence that starts with one, its one part
+        (:class:`clinical.models.TranslationPart`, the heading as prefix)."""
+        from clinical.models import TranslationPart
+        from inference.examples import cluster_messages, heading_split
 
-        return cluster_messages(self.by_id[row_id]["ORIGINAL"], router=self.routers[self.fold(row_id)],
-                                k=self.k)
+        text = self.by_id[row_id]["ORIGINAL"]
+        heading, sentence = heading_split(text) if self.headings else ("", text)
+        messages = cluster_messages(sentence, router=self.routers[self.fold(row_id)], k=self.k)
+        return [TranslationPart("", messages, heading)] if heading else messages
+
+    @property
+    def variant(self) -> list:
+        """What the re-run records are keyed by: ``[clusters, per_cluster,
+        k]``, plus ``"h"`` for the version that copies headings."""
+        return [self.clusters, self.per_cluster, self.k, *(["h"] if self.headings else [])]
 
 
 def gated_rows(*, outputs: Path, clusters: int, per_cluster: int, k: int, prompt_version: str = "",
-               threshold: float | None = None) -> Gate:
+               threshold: float | None = None, headings: bool = False) -> Gate:
     """Read the cached fast outputs of one cluster variant and apply the
     product's gate: the calibrated threshold for ``prompt_version`` (default
     the rows' own) or ``threshold``, plus a failed safety or faithfulness
@@ -112,7 +130,7 @@ def gated_rows(*, outputs: Path, clusters: int, per_cluster: int, k: int, prompt
 
     data, _ = laymaker_rows()
     by_id = {r["ID"]: r for r in data}
-    fast = _rows(outputs, clusters=clusters, per_cluster=per_cluster, k=k)
+    fast = _rows(outputs, clusters=clusters, per_cluster=per_cluster, k=k, headings=headings)
     if not fast:
         raise SystemExit(f"no rows of {clusters} clusters x {per_cluster}, k={k} in {outputs}")
     model = next(iter(fast.values()))["model"]
@@ -128,12 +146,13 @@ def gated_rows(*, outputs: Path, clusters: int, per_cluster: int, k: int, prompt
              if quality.rerun_reasons(confidence=fast[i]["confidence"], safety_passed=checks[i].safety.passed,
                                       threshold=threshold, faithfulness_passed=checks[i].faithfulness.passed)]
     return Gate(data=data, by_id=by_id, fast=fast, checks=checks, gated=gated, model=model, version=version,
-                threshold=threshold, plan=plan, routers=routers, pools=pools, k=k)
+                threshold=threshold, plan=plan, routers=routers, pools=pools, k=k, headings=headings,
+                clusters=clusters, per_cluster=per_cluster)
 
 
-def rerun_records(path: Path, *, variant: list[int], threshold: float) -> dict[str, dict]:
+def rerun_records(path: Path, *, variant: list, threshold: float) -> dict[str, dict]:
     """The re-run results cached in ``path`` (``<out>-rows.jsonl``) for one
-    cluster ``variant`` (``[clusters, per_cluster, k]``) gated at
+    cluster ``variant`` (:attr:`Gate.variant`) gated at
     ``threshold``, by row ID (a later line wins); empty when there is no file."""
     found: dict[str, dict] = {}
     if path.exists():
@@ -156,6 +175,8 @@ def gate_arguments(parser, *, prompt_version: str) -> None:
     parser.add_argument("--limit", type=int, default=0, help="only the first N gated rows")
     parser.add_argument("--threads", type=int, default=int(os.environ.get("INFERENCE_THREADS", "0")))
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--headings", action="store_true",
+                        help="the rows of the version that copies headings (bench quality --headings)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,13 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     from inference.factory import EngineConfig, create_engine
 
     gate = gated_rows(outputs=Path(args.outputs), clusters=args.clusters, per_cluster=args.per_cluster, k=args.k,
-                      prompt_version=args.prompt_version, threshold=args.threshold)
+                      prompt_version=args.prompt_version, threshold=args.threshold, headings=args.headings)
     data, by_id, fast, checks, gated = gate.data, gate.by_id, gate.fast, gate.checks, gate.gated
     model, version, threshold, fast_messages = gate.model, gate.version, gate.threshold, gate.fast_messages
     to_run = gated[:args.limit] if args.limit else gated
     cache = Path(f"{args.out}-rows.jsonl")
-    done = rerun_records(cache, variant=[args.clusters, args.per_cluster, args.k],
-                         threshold=threshold) if args.resume else {}
+    done = rerun_records(cache, variant=gate.variant, threshold=threshold) if args.resume else {}
     todo = [i for i in to_run if i not in done]
     if todo:
         engine = create_engine(EngineConfig(engine="llamacpp", threads=args.threads))
@@ -196,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
                 chosen, records = rerun_candidates_run(
                     translation=translation, engine=engine, request_prefix=f"fix-{row_id}",
                     messages=fast_messages(row_id), pool=gate.pool_for(row_id))
-                result = {"id": row_id, "variant": [args.clusters, args.per_cluster, args.k], "threshold": threshold,
+                result = {"id": row_id, "variant": gate.variant, "threshold": threshold,
                           "fast": fast[row_id]["output"], "fast_failed": gate.failed(row_id),
                           "kept": chosen.name, "text": chosen.text, "passed": chosen.passed,
                           "s": round(time.perf_counter() - started, 1),

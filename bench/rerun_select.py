@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     from inference.examples import normalise
 
     gate = gated_rows(outputs=Path(args.outputs), clusters=args.clusters, per_cluster=args.per_cluster, k=args.k,
-                      prompt_version=args.prompt_version)
+                      prompt_version=args.prompt_version, headings=args.headings)
     rows = gate.gated[:args.limit] if args.limit else gate.gated
     names = rerun_candidates.candidate_names()
     cache = Path(f"{args.out}-candidates.jsonl")

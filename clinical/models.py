@@ -16,6 +16,7 @@ from inference.examples import (
     cluster_messages,
     default_pool,
     default_router,
+    heading_split,
     note_sentences,
 )
 from inference.prompts import (
@@ -194,7 +195,7 @@ def translation_prompt_version(*, text: str, language: str) -> str:
     generated sentence by sentence: with ``PROMPT_CLUSTERS`` > 0 the
     cluster prefixes (:class:`inference.prompts.ClusterPrompt` of
     ``PROMPT_CLUSTERS``, ``PROMPT_CLUSTER_EXAMPLES``, ``PROMPT_RETRIEVED_K``
-    and ``PROMPT_HINTS``, e.g. ``"2026-11-25.3+c24x8k0"``), else 6 examples retrieved per
+    ``PROMPT_HINTS`` and ``PROMPT_HEADINGS``, e.g. ``"2026-11-25.2+c24x8k0h"``), else 6 examples retrieved per
     sentence (:data:`inference.prompts.EXAMPLES_PROMPT_VERSION`; measured
     cross-fitted on laymaker-dev, docs/quality/retrieval.md). Anything else
     (Spanish output: the examples are English; a longer note;
@@ -207,7 +208,8 @@ def translation_prompt_version(*, text: str, language: str) -> str:
         return PROMPT_VERSION
     if settings.PROMPT_CLUSTERS > 0:
         return ClusterPrompt(settings.PROMPT_CLUSTERS, settings.PROMPT_CLUSTER_EXAMPLES,
-                             settings.PROMPT_RETRIEVED_K, hints=settings.PROMPT_HINTS).version
+                             settings.PROMPT_RETRIEVED_K, hints=settings.PROMPT_HINTS,
+                             headings=settings.PROMPT_HEADINGS).version
     return EXAMPLES_PROMPT_VERSION
 
 
@@ -221,10 +223,14 @@ class TranslationPart:
             one's (``""`` for the first; ``" "`` or the note's line break;
             :class:`inference.examples.NoteSentence`).
         messages: the chat messages of the request.
+        prefix: text copied verbatim before the request's answer (the
+            sentence's section headings, :func:`inference.examples.heading_split`;
+            ``""`` for none).
     """
 
     separator: str
     messages: list[dict[str, str]]
+    prefix: str = ""
 
 
 def translation_parts(translation: Translation) -> list[TranslationPart]:
@@ -237,7 +243,9 @@ def translation_parts(translation: Translation) -> list[TranslationPart]:
       part per sentence (:func:`inference.examples.note_sentences`), each
       with its cluster's prefix (:func:`inference.examples.cluster_messages`
       on the shipped pool's clusters for the stored settings; deterministic,
-      fitted once per process).
+      fitted once per process). With the ``h`` suffix a sentence's leading
+      headings are the part's ``prefix`` and the model gets the rest
+      (:func:`inference.examples.heading_split`).
     * :data:`inference.prompts.EXAMPLES_PROMPT_VERSION`: one part per
       sentence, each with the ``DEFAULT_K`` most similar pool examples.
     * anything else: one part, the whole text with the instructions of
@@ -259,9 +267,12 @@ def translation_parts(translation: Translation) -> list[TranslationPart]:
         units = [NoteSentence(translation.input_text, "")]
     if cluster is not None:
         router = default_router(cluster.clusters, cluster.per_cluster)
-        return [TranslationPart(u.separator, cluster_messages(u.text, router=router, k=cluster.k,
-                                                              hints=cluster.hints, **options))
-                for u in units]
+        parts = []
+        for unit in units:
+            prefix, sentence = heading_split(unit.text) if cluster.headings else ("", unit.text)
+            parts.append(TranslationPart(unit.separator, cluster_messages(
+                sentence, router=router, k=cluster.k, hints=cluster.hints, **options), prefix))
+        return parts
     pool = default_pool()
     return [TranslationPart(u.separator, build_messages(u.text, examples=pool.retrieve(u.text, k=DEFAULT_K),
                                                         **options))
@@ -282,9 +293,11 @@ class TextJoiner:
     """Joins the streamed pieces of several requests into one text, the
     way it is stored: each request's text without its leading and trailing
     whitespace, after its separator (only once it has text, so an empty
-    answer adds nothing). Whitespace at the end of a piece is held back
-    until more text of the same request follows, so what is streamed, put
-    together, is exactly the stored text.
+    answer adds nothing) and its part's verbatim prefix, which is streamed
+    with the answer's first text (so every streamed piece carries model
+    text, and an empty answer drops its heading too). Whitespace at the
+    end of a piece is held back until more text of the same request
+    follows, so what is streamed, put together, is exactly the stored text.
     """
 
     def __init__(self) -> None:
@@ -292,10 +305,13 @@ class TextJoiner:
         self._separator = ""
         self._pending = ""
         self._started = False
+        self._prefix = ""
 
-    def begin(self, separator: str) -> None:
-        """A new request starts; its text goes after ``separator``."""
+    def begin(self, separator: str, prefix: str = "") -> None:
+        """A new request starts; its text goes after ``separator`` and
+        ``prefix`` (:attr:`TranslationPart.prefix`)."""
         self._separator, self._pending, self._started = separator, "", False
+        self._prefix = prefix.lstrip()
 
     def feed(self, text: str) -> str:
         """The part of ``text`` to stream now (possibly empty)."""
@@ -303,7 +319,7 @@ class TextJoiner:
             text = text.lstrip()
             if not text:
                 return ""
-            text, self._started = (self._separator if self.pieces else "") + text, True
+            text, self._started = (self._separator if self.pieces else "") + self._prefix + text, True
         else:
             text = self._pending + text
         shown = text.rstrip()
@@ -334,7 +350,7 @@ def translation_parts_join(parts: list[TranslationPart], texts: list[str]) -> st
         raise ValueError(f"{len(texts)} texts for {len(parts)} parts")
     joiner = TextJoiner()
     for part, text in zip(parts, texts):
-        joiner.begin(part.separator)
+        joiner.begin(part.separator, part.prefix)
         joiner.feed(text)
     return joiner.text
 
@@ -345,15 +361,15 @@ def translation_messages(translation: Translation) -> list[dict[str, str]]:
 
     Raises:
         ValueError: the translation was generated sentence by sentence in
-            several requests; use :func:`translation_message_parts` (a
-            single request of the first sentence would re-run only part of
-            the text).
+            several requests, or its part has a verbatim heading; use
+            :func:`translation_parts` (a single request of the first
+            sentence would re-run only part of the text).
     """
-    parts = translation_message_parts(translation)
-    if len(parts) != 1:
+    parts = translation_parts(translation)
+    if len(parts) != 1 or parts[0].prefix:
         raise ValueError(f"translation {translation.pk} was generated in {len(parts)} requests, one per "
-                         "sentence: use translation_message_parts")
-    return parts[0]
+                         "sentence or with a verbatim heading: use translation_message_parts and translation_parts")
+    return parts[0].messages
 
 
 #: ``Rerun.precision`` of the confidence gate's re-run (the design's FP32).

@@ -359,6 +359,10 @@ PROMPT_RETRIEVED_K = int(os.environ.get("PROMPT_RETRIEVED_K", "0"))
 # sentence's medical terms follow it in the last message (inference/prompts.py
 # HINTS_PROMPT_VERSION; measured in docs/quality/quality-report.md).
 PROMPT_HINTS = env_bool("PROMPT_HINTS", False)
+# A sentence's leading section headings ("NEUROLOGIC :") are copied
+# verbatim and the model gets only the findings after them (inference/prompts.py
+# ClusterPrompt.headings, version suffix "h"; measured in docs/quality/quality-report.md).
+PROMPT_HEADINGS = env_bool("PROMPT_HEADINGS", True)
 # More sentences than this in one input: one request with today's
 # instructions instead (each sentence is a request of up to
 # MAX_OUTPUT_TOKENS tokens).

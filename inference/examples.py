@@ -292,6 +292,33 @@ def split_sentences(text: str) -> list[str]:
 
 #: A piece that is only a heading: "PHYSICAL EXAMINATION :", "HEENT:".
 _HEADING_ONLY = re.compile(r"[A-Z][A-Z /&-]{2,}\s?:")
+#: The headings a unit starts with, and the whitespace after them:
+#: "NEUROLOGIC : ", "PHYSICAL EXAMINATION :\nGENERAL : ".
+_LEADING_HEADINGS = re.compile(r"(?:[A-Z][A-Z /&-]{2,}\s?:\s*)+")
+
+
+def heading_split(text: str) -> tuple[str, str]:
+    """Split the section headings off the start of a unit
+    (:func:`note_sentences`): ``"NEUROLOGIC : I can not assess."`` gives
+    ``("NEUROLOGIC : ", "I can not assess.")``.
+
+    A heading names the section, not a finding: the cluster prompt with
+    ``headings`` (:class:`inference.prompts.ClusterPrompt`) copies it
+    verbatim and gives the model only what follows, which is what the
+    clinicians' rewrites in laymaker-dev do with most headings, and so the
+    model cannot turn "NEUROLOGIC" into "neurologist" or merge the section
+    into the finding ("Normal tone" read as a normal nervous system).
+
+    Returns:
+        ``(headings with the whitespace after them, the rest)``;
+        ``("", text)`` when ``text`` starts with no heading or is nothing
+        but headings (the model then gets all of it, as before).
+    """
+    match = _LEADING_HEADINGS.match(text)
+    if match is None or not text[match.end():].strip():
+        return "", text
+    return match.group(0), text[match.end():]
+
 
 
 @dataclass(frozen=True, slots=True)

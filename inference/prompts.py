@@ -62,7 +62,7 @@ CLUSTER_PROMPT_VERSION = "2026-11-25.2"
 #: Cluster prefixes with the vocabulary's plain words for the sentence's terms.
 HINTS_PROMPT_VERSION = "2026-11-25.3"
 _CLUSTER_VERSION = re.compile("(" + re.escape(CLUSTER_PROMPT_VERSION) + "|" + re.escape(HINTS_PROMPT_VERSION) +
-                              r")\+c(\d+)x(\d+)k(\d+)")
+                              r")\+c(\d+)x(\d+)k(\d+)(h?)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,19 +76,24 @@ class ClusterPrompt:
         k: retrieved examples listed inline in the last message.
         hints: the vocabulary's plain words for the sentence's terms follow
             it in the last message (:data:`HINTS_PROMPT_VERSION`).
+        headings: a sentence's leading section headings ("NEUROLOGIC :")
+            are copied verbatim and the model gets only what follows
+            (:func:`inference.examples.heading_split`); suffix ``h``.
     """
 
     clusters: int
     per_cluster: int
     k: int
     hints: bool = False
+    headings: bool = False
 
     @property
     def version(self) -> str:
-        """What a translation stores, e.g. ``"2026-11-25.3+c24x8k0"`` (at
-        most 32 characters for any realistic setting)."""
+        """What a translation stores, e.g. ``"2026-11-25.3+c24x8k0"`` or,
+        with headings copied, ``"2026-11-25.2+c24x8k0h"`` (at most 32
+        characters for any realistic setting)."""
         base = HINTS_PROMPT_VERSION if self.hints else CLUSTER_PROMPT_VERSION
-        return f"{base}+c{self.clusters}x{self.per_cluster}k{self.k}"
+        return f"{base}+c{self.clusters}x{self.per_cluster}k{self.k}{'h' if self.headings else ''}"
 
     @classmethod
     def parse(cls, version: str) -> ClusterPrompt | None:
@@ -96,8 +101,9 @@ class ClusterPrompt:
         match = _CLUSTER_VERSION.fullmatch(version or "")
         if match is None:
             return None
-        base, *numbers = match.groups()
-        return cls(*(int(g) for g in numbers), hints=base == HINTS_PROMPT_VERSION)
+        base, clusters, per_cluster, k, headings = match.groups()
+        return cls(int(clusters), int(per_cluster), int(k), hints=base == HINTS_PROMPT_VERSION,
+                   headings=headings == "h")
 
 #: US school grade → the wording the model is given. Grade 6 is the default
 #: (the AMA and NIH advise patient materials at grade 6 or below).

@@ -163,12 +163,18 @@ def test_database_url() -> str:
 def fake_echo(text: str) -> str:
     """The fast text the fake engine gives for ``text``: ``"Plain words: "``
     and the text, once per unit the product generates (an English note goes
-    sentence by sentence, :func:`inference.examples.note_sentences`), joined
-    as the product joins them."""
-    from inference.examples import note_sentences
+    sentence by sentence, :func:`inference.examples.note_sentences`, its
+    leading headings copied before the echo when ``PROMPT_HEADINGS`` is on),
+    joined as the product joins them."""
+    from django.conf import settings
 
-    return "".join((unit.separator if i else "") + "Plain words: " + unit.text.strip()
-                   for i, unit in enumerate(note_sentences(text)))
+    from inference.examples import heading_split, note_sentences
+
+    def echo(unit_text: str) -> str:
+        heading, rest = heading_split(unit_text) if settings.PROMPT_HEADINGS else ("", unit_text)
+        return heading + "Plain words: " + rest.strip()
+
+    return "".join((unit.separator if i else "") + echo(unit.text) for i, unit in enumerate(note_sentences(text)))
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ re-run therefore tries up to four candidates, in the order of
 ``retrieved_examples``
     the prompt with worked examples retrieved for the sentence
     (:func:`inference.examples.default_pool`, ``k`` = 6, the measured
-    default), English output and one sentence only. When the fast run
+    default), English output and one sentence only (a heading the
+    translation copied stays copied). When the fast run
     already used retrieved examples (``EXAMPLES_PROMPT_VERSION``) it
     gets ``k`` = 8, so the prompt is not the same one again.
 ``span_replacement``
@@ -55,9 +56,9 @@ from clinical.quality.gate import gate_threshold
 from clinical.quality.safety import find_drugs
 from inference.base import GenerationParams
 from inference.confidence import sequence_confidence
-from inference.examples import DEFAULT_K, ExamplePool, default_pool, normalise, split_sentences
+from inference.examples import DEFAULT_K, ExamplePool, default_pool, heading_split, normalise, split_sentences
 from inference.lay_terms import easy_word, lay_hints
-from inference.prompts import EXAMPLES_PROMPT_VERSION, build_messages
+from inference.prompts import EXAMPLES_PROMPT_VERSION, ClusterPrompt, build_messages
 
 FULL_PRECISION = "full_precision"
 RETRIEVED_EXAMPLES = "retrieved_examples"
@@ -117,9 +118,9 @@ class CandidatePlan:
             calibrated per prompt version).
         skipped: why the candidate does not apply to this translation
             (``messages`` is then empty and nothing is generated).
-        parts: for a translation generated sentence by sentence
-            (:func:`clinical.models.translation_parts`), each part (its
-            messages and separator), generated in order and joined with
+        parts: for a translation generated sentence by sentence or with a
+            verbatim heading (:func:`clinical.models.translation_parts`),
+            each part (its messages, separator and prefix), generated in order and joined with
             :func:`clinical.models.translation_parts_join` (``messages`` is
             then empty); empty for one request.
     """
@@ -132,6 +133,18 @@ class CandidatePlan:
     parts: tuple[TranslationPart, ...] = ()
 
 
+def copied_heading(translation: Translation) -> tuple[str, str]:
+    """``(headings, the rest)`` of the input when the translation's prompt
+    copies its headings (:class:`inference.prompts.ClusterPrompt`
+    ``headings``; :func:`inference.examples.heading_split`), else ``("",
+    input)``: the ``retrieved_examples`` and ``span_replacement``
+    candidates rewrite only the rest and keep the headings as written."""
+    cluster = ClusterPrompt.parse(translation.prompt_version)
+    if cluster is None or not cluster.headings:
+        return "", translation.input_text
+    return heading_split(translation.input_text)
+
+
 def sampled_seed(translation: Translation) -> int:
     """The ``sampled`` candidate's seed: the first 8 bytes of the SHA-256 of
     the input text and its prompt version, as an unsigned integer below
@@ -140,14 +153,15 @@ def sampled_seed(translation: Translation) -> int:
     return int.from_bytes(digest[:8], "big") >> 1
 
 
-def candidate_plan(*, translation: Translation, name: str, messages: list[dict[str, str]] | None = None,
+def candidate_plan(*, translation: Translation, name: str,
+                   messages: list[dict[str, str]] | list[TranslationPart] | None = None,
                    pool: ExamplePool | None = None) -> CandidatePlan:
     """What to generate for candidate ``name`` of ``translation`` (see the
     module docstring); ``span_replacement`` generates its term list here and
     builds its text with :func:`span_candidate_text`.
 
     ``messages`` (default :func:`clinical.models.translation_parts`) are
-    the fast run's messages that ``full_precision`` and ``sampled`` repeat;
+    the fast run's messages (or its parts) that ``full_precision`` and ``sampled`` repeat;
     ``pool`` (default the shipped one) is where ``retrieved_examples`` looks.
     Both exist for the cross-fitted benchmark (``python -m bench rerun_fix``),
     which must not show a sentence examples from its own half.
@@ -160,10 +174,10 @@ def candidate_plan(*, translation: Translation, name: str, messages: list[dict[s
         params = (GenerationParams(max_tokens=max_tokens) if name == FULL_PRECISION else
                   GenerationParams(max_tokens=max_tokens, temperature=SAMPLED_TEMPERATURE,
                                    seed=sampled_seed(translation)))
-        if messages:
+        if messages and not isinstance(messages[0], TranslationPart):
             return CandidatePlan(name, messages, params, translation.prompt_version)
-        parts = translation_parts(translation)
-        if len(parts) > 1:
+        parts = list(messages) if messages else translation_parts(translation)
+        if len(parts) > 1 or parts[0].prefix:
             return CandidatePlan(name, [], params, translation.prompt_version, parts=tuple(parts))
         return CandidatePlan(name, parts[0].messages, params, translation.prompt_version)
     if name == RETRIEVED_EXAMPLES:
@@ -171,15 +185,19 @@ def candidate_plan(*, translation: Translation, name: str, messages: list[dict[s
             return CandidatePlan(name, [], GenerationParams(), EXAMPLES_PROMPT_VERSION,
                                  skipped="not one sentence in English")
         k = RETRIEVED_K_AGAIN if translation.prompt_version == EXAMPLES_PROMPT_VERSION else RETRIEVED_K
-        examples = (pool or default_pool()).retrieve(translation.input_text, k=k)
-        messages = build_messages(translation.input_text, reading_level=translation.reading_level,
+        heading, sentence = copied_heading(translation)
+        examples = (pool or default_pool()).retrieve(sentence, k=k)
+        messages = build_messages(sentence, reading_level=translation.reading_level,
                                   language=translation.language, examples=examples)
+        if heading:
+            return CandidatePlan(name, [], GenerationParams(max_tokens=max_tokens), EXAMPLES_PROMPT_VERSION,
+                                 parts=(TranslationPart("", messages, heading),))
         return CandidatePlan(name, messages, GenerationParams(max_tokens=max_tokens), EXAMPLES_PROMPT_VERSION)
     if name == SPAN_REPLACEMENT:
         if translation.language != "en":
             return CandidatePlan(name, [], GenerationParams(), SPAN_PROMPT_VERSION,
                                  skipped="the copied sentence is English")
-        return CandidatePlan(name, span_messages(translation.input_text),
+        return CandidatePlan(name, span_messages(copied_heading(translation)[1]),
                              GenerationParams(max_tokens=min(max_tokens, 128)), SPAN_PROMPT_VERSION)
     raise KeyError(name)
 

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from clinical.audit import audit_verification
 from clinical.frames import rerun_change_note
-from clinical.models import RERUN_PRECISION, Rerun, Translation, translation_parts_join
+from clinical.models import RERUN_PRECISION, Rerun, Translation, TranslationPart, translation_parts_join
 from clinical.quality import measure as quality
 from clinical.rerun import candidates as rerun_candidates
 from clinical.rerun.engine import rerun_engine_get, run_in_engine_loop
@@ -190,7 +190,7 @@ async def _plan_generate(engine, request_id: str, plan, deadline: float) -> tupl
 
 def rerun_candidates_run(*, translation: Translation, engine, request_prefix: str,
                          names: tuple[str, ...] | None = None, time_limit_s: float | None = None,
-                         messages: list[dict[str, str]] | None = None,
+                         messages: list[dict[str, str]] | list[TranslationPart] | None = None,
                          pool=None) -> tuple[rerun_candidates.Candidate, list[dict]]:
     """Generate and measure the candidates ``names`` (default
     ``RERUN_CANDIDATES``) for ``translation`` in order on ``engine``, and
@@ -253,8 +253,10 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
         ms = (time.perf_counter() - started) * 1000
         replaced = None
         if name == rerun_candidates.SPAN_REPLACEMENT:
-            text, replaced = rerun_candidates.span_candidate_text(text=translation.input_text, answer=text,
+            heading, sentence = rerun_candidates.copied_heading(translation)  # the heading is not rewritten
+            text, replaced = rerun_candidates.span_candidate_text(text=sentence, answer=text,
                                                                   language=translation.language)
+            text = heading + text
         candidate = rerun_candidates.candidate_measure(translation=translation, name=name, text=text,
                                                        logprobs=logprobs, ms=ms, prompt_version=plan.prompt_version,
                                                        replaced=replaced)

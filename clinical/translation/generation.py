@@ -121,7 +121,7 @@ async def translation_generate(
             for index, part in enumerate(parts):
                 # The first request keeps the translation's id (logs, abort).
                 current = request_id if index == 0 else f"{request_id}-{index + 1}"
-                joiner.begin(part.separator)
+                joiner.begin(part.separator, part.prefix)
                 async for delta in engine.generate(current, part.messages, params):
                     meter.observe(delta)
                     shown = joiner.feed(delta.text) if delta.text else ""

@@ -19,6 +19,7 @@ from inference.examples import (
     crossfit_folds,
     default_pool,
     default_router,
+    heading_split,
     normalise,
     note_sentences,
     split_sentences,
@@ -223,8 +224,23 @@ def test_a_router_refuses_more_clusters_than_rows():
         default_pool().subset(["1", "2", "3"]).clusters(5)
 
 
-@pytest.mark.parametrize("k", [0, 2])
-def test_the_product_renders_what_the_quality_benchmark_measures(monkeypatch, tmp_path, k):
+@pytest.mark.parametrize("text, heading, rest", [
+    ("NEUROLOGIC : I can not assess at this time .", "NEUROLOGIC : ", "I can not assess at this time ."),
+    ("PHYSICAL EXAMINATION :\nGENERAL : Alert.", "PHYSICAL EXAMINATION :\nGENERAL : ", "Alert."),
+    ("HEENT:normocephalic.", "HEENT:", "normocephalic."),
+    ("CC : Stable expressive aphasia .", "CC : ", "Stable expressive aphasia ."),
+    ("ABDOMEN :", "", "ABDOMEN :"),  # nothing after it: the model gets the heading
+    ("There is 1+ pretibial edema.", "", "There is 1+ pretibial edema."),
+    ("Blood pressure: 120/80.", "", "Blood pressure: 120/80."),  # not capitals: a finding
+    ("The MRI: normal.", "", "The MRI: normal."),  # a heading only at the start
+])
+def test_the_leading_headings_are_split_off_and_the_findings_kept_whole(text, heading, rest):
+    assert heading_split(text) == (heading, rest)
+    assert heading + rest == text
+
+
+@pytest.mark.parametrize("k, headings", [(0, False), (2, False), (0, True)])
+def test_the_product_renders_what_the_quality_benchmark_measures(monkeypatch, tmp_path, k, headings):
     """``bench/quality.py --clusters N --per-cluster M --k K --placement
     inline`` and the product (:func:`cluster_messages`) send the same
     messages for a pool: there each cross-fitted half, here the whole pool."""
@@ -241,10 +257,15 @@ def test_the_product_renders_what_the_quality_benchmark_measures(monkeypatch, tm
     monkeypatch.setattr(quality, "run_system", keep_the_renderer)
     rows = quality.laymaker_rows()[0][:40]
     asyncio.run(quality.run_examples(rows, k=k, placement="inline", fold="both", cache=tmp_path / "c.jsonl",
-                                     clusters=6, per_cluster=4))
+                                     clusters=6, per_cluster=4, headings=headings))
     plan = quality.crossfit_plan(rows)
     routers = {name: default_pool().subset(ids).clusters(6, 4) for name, ids in plan.values()}
     for key, text in captured["inputs"]:
-        messages, _ = captured["messages_for"](key, text)
+        messages, extra = captured["messages_for"](key, text)
         name, _ = plan[key.removeprefix("laymaker-")]
-        assert messages == cluster_messages(text, router=routers[name], k=k)
+        heading, sentence = heading_split(text) if headings else ("", text)
+        assert messages == cluster_messages(sentence, router=routers[name], k=k)
+        assert extra.get("heading", "") == heading
+    if headings:  # some of the 40 rows start with a heading; the version says it is copied
+        assert any(heading_split(text)[0] for _, text in captured["inputs"])
+        assert captured["variant"]["prompt_version"].endswith("k0h")

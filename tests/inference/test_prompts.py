@@ -113,6 +113,13 @@ def test_a_hints_prompt_is_stored_with_its_flag_and_read_back():
     assert ClusterPrompt.parse("2026-11-25.2+c24x8k0") == ClusterPrompt(24, 8, 0, hints=False)
 
 
+def test_a_headings_prompt_is_stored_with_its_suffix_and_read_back():
+    for prompt in (ClusterPrompt(24, 8, 0, headings=True), ClusterPrompt(24, 8, 2, hints=True, headings=True)):
+        assert prompt.version.endswith(f"k{prompt.k}h") and ClusterPrompt.parse(prompt.version) == prompt
+    assert ClusterPrompt.parse("2026-11-25.2+c24x8k0").headings is False
+    assert ClusterPrompt.parse("2026-11-25.2+c24x8k0x") is None
+
+
 def test_hints_follow_the_sentence_in_the_last_message_and_leave_the_prefix_alone():
     fixed = [Example("5", "PREOPERATIVE DIAGNOSIS : Adenocarcinoma .", "diagnosis before surgery is cancer")]
     hints = [("cholecystitis", "gallbladder inflammation"), ("hematuria", "blood in urine")]

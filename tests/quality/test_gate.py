@@ -76,8 +76,8 @@ def test_the_gate_reads_the_threshold_of_the_rows_model(clinician, settings, mon
     settings.CONFIDENCE_THRESHOLD = None
     monkeypatch.setattr(gate, "_calibrations", lambda: {"calibrated.gguf": {
         "2026-11-22.3": {"threshold": 0.3}, "2026-11-25.1": {"threshold": 0.3},
-        "2026-11-25.2+c24x8k0": {"threshold": 0.3},
-        "2026-11-25.3+c24x8k0": {"threshold": 0.3}}})  # the cluster prompts' stored versions
+        "2026-11-25.2+c24x8k0": {"threshold": 0.3}, "2026-11-25.2+c24x8k0h": {"threshold": 0.3},
+        "2026-11-25.3+c24x8k0": {"threshold": 0.3}, "2026-11-25.3+c24x8k0h": {"threshold": 0.3}}})  # the cluster prompts' stored versions
     rows = []
     for model in ("calibrated.gguf", "other.gguf"):
         row = services.translation_create(user=clinician, text="Hypertension.")

@@ -179,6 +179,21 @@ def test_the_sampled_candidate_has_a_seed_of_its_own_from_the_input_and_its_prom
     assert greedy.params.seed is None and greedy.params.temperature == 0
 
 
+def test_the_full_precision_rerun_of_a_sentence_with_a_heading_keeps_the_heading():
+    from inference.prompts import ClusterPrompt
+
+    translation = Translation(input_text="NEUROLOGIC : I can not assess at this time.", language="en",
+                              reading_level=6, prompt_version=ClusterPrompt(24, 8, 0, headings=True).version)
+    plan = candidates.candidate_plan(translation=translation, name=candidates.FULL_PRECISION)
+    assert plan.messages == [] and [part.prefix for part in plan.parts] == ["NEUROLOGIC : "]
+    assert plan.parts[0].messages[-1]["content"] == "I can not assess at this time."
+    retrieved = candidates.candidate_plan(translation=translation, name=candidates.RETRIEVED_EXAMPLES)
+    assert [part.prefix for part in retrieved.parts] == ["NEUROLOGIC : "]
+    assert retrieved.parts[0].messages[-1]["content"] == "I can not assess at this time."
+    span = candidates.candidate_plan(translation=translation, name=candidates.SPAN_REPLACEMENT)
+    assert span.messages[-1]["content"] == "I can not assess at this time."  # the heading is not rewritten
+
+
 # -- span replacement -----------------------------------------------------------
 
 def test_span_replacement_replaces_hard_terms_and_keeps_the_facts():

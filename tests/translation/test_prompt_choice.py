@@ -20,7 +20,8 @@ from inference.prompts import EXAMPLES_PROMPT_VERSION, PROMPT_VERSION, ClusterPr
 
 pytestmark = pytest.mark.django_db
 
-CLUSTERED = ClusterPrompt(24, 8, 0, hints=django_settings.PROMPT_HINTS).version
+CLUSTERED = ClusterPrompt(24, 8, 0, hints=django_settings.PROMPT_HINTS,
+                          headings=django_settings.PROMPT_HEADINGS).version
 NOTE = "There is 1+ pretibial edema.\nABDOMEN : Soft, nontender. No calf tenderness."
 
 
@@ -36,10 +37,12 @@ def test_the_prompt_version_follows_the_input(text, language, version):
 
 def test_the_version_carries_the_cluster_settings_and_zero_clusters_retrieve_per_sentence(settings):
     settings.PROMPT_CLUSTERS, settings.PROMPT_CLUSTER_EXAMPLES, settings.PROMPT_RETRIEVED_K = 12, 4, 2
-    settings.PROMPT_HINTS = False
+    settings.PROMPT_HINTS = settings.PROMPT_HEADINGS = False
     assert translation_prompt_version(text=NOTE, language="en") == "2026-11-25.2+c12x4k2"
     settings.PROMPT_HINTS = True
     assert translation_prompt_version(text=NOTE, language="en") == "2026-11-25.3+c12x4k2"
+    settings.PROMPT_HEADINGS = True
+    assert translation_prompt_version(text=NOTE, language="en") == "2026-11-25.3+c12x4k2h"
     settings.PROMPT_CLUSTERS = 0
     assert translation_prompt_version(text=NOTE, language="en") == EXAMPLES_PROMPT_VERSION
 
@@ -49,7 +52,8 @@ def test_a_site_can_turn_the_examples_off(settings):
     assert translation_prompt_version(text="There is 1+ pretibial edema.", language="en") == PROMPT_VERSION
 
 
-def test_a_note_is_one_request_per_sentence_each_with_its_cluster_prefix(clinician):
+def test_a_note_is_one_request_per_sentence_each_with_its_cluster_prefix(clinician, settings):
+    settings.PROMPT_HEADINGS = False
     row = services.translation_create(user=clinician, text=NOTE)
     parts = translation_parts(row)
     assert [p.separator for p in parts] == ["", "\n", " "]
@@ -62,6 +66,24 @@ def test_a_note_is_one_request_per_sentence_each_with_its_cluster_prefix(clinici
     assert translation_message_parts(row) == [p.messages for p in parts]
     with pytest.raises(ValueError, match="translation_message_parts"):
         translation_messages(row)
+
+
+def test_a_heading_is_copied_and_the_model_gets_only_its_findings(clinician, settings):
+    settings.PROMPT_HEADINGS, settings.PROMPT_HINTS = True, False
+    row = services.translation_create(user=clinician, text=NOTE)
+    parts = translation_parts(row)
+    assert [(p.separator, p.prefix) for p in parts] == [("", ""), ("\n", "ABDOMEN : "), (" ", "")]
+    assert [p.messages[-1]["content"] for p in parts] == [
+        "There is 1+ pretibial edema.", "Soft, nontender.", "No calf tenderness."]
+    _, fixed = default_router(24, 8).route("Soft, nontender.")  # routed by its findings, not the heading
+    assert [m["content"] for m in parts[1].messages[1:-1:2]] == [e.original.strip() for e in fixed]
+    one = services.translation_create(user=clinician, text="NEUROLOGIC : I can not assess at this time.")
+    (part,) = translation_parts(one)
+    assert part.prefix == "NEUROLOGIC : " and part.messages[-1]["content"] == "I can not assess at this time."
+    with pytest.raises(ValueError, match="verbatim heading"):  # one request, but not the whole text
+        translation_messages(one)
+    settings.PROMPT_HEADINGS = False  # a stored row renders as it was made
+    assert translation_parts(one) == [part]
 
 
 def test_a_stored_row_renders_the_same_requests_after_the_settings_change(clinician, settings):
@@ -104,7 +126,7 @@ def test_rows_of_the_earlier_prompts_render_as_they_did(clinician, settings):
 
 
 def test_hpo_plain_words_follow_a_sentence_and_a_stored_row_keeps_them(clinician, settings):
-    settings.PROMPT_HINTS = True
+    settings.PROMPT_HINTS, settings.PROMPT_HEADINGS = True, False
     row = services.translation_create(user=clinician, text="Acute cholecystitis.\nNo acute distress.")
     assert row.prompt_version == ClusterPrompt(24, 8, 0, hints=True).version
     first, second = translation_message_parts(row)

@@ -35,7 +35,8 @@ async def events_of(translation: Translation, engine) -> list[stream.Translation
         translation=translation, engine=engine, received_ns=time.monotonic_ns())]
 
 
-async def test_a_note_streams_its_sentences_in_order_as_one_translation(clinician):
+async def test_a_note_streams_its_sentences_in_order_as_one_translation(clinician, settings):
+    settings.PROMPT_HEADINGS = False  # the heading goes to the model with its findings (copied: the test below)
     engine = FakeEngine()  # echoes "Plain words: <the sentence>": each sentence's text is recognisable
     row = await create(clinician, NOTE)
     events = await events_of(row, engine)
@@ -54,6 +55,26 @@ async def test_a_note_streams_its_sentences_in_order_as_one_translation(clinicia
     assert await database_sync_to_async(Translation.objects.count)() == 1
 
 
+async def test_a_copied_heading_streams_before_the_answer_to_its_findings(clinician, settings):
+    from clinical.models import translation_parts_join
+
+    settings.PROMPT_HEADINGS, settings.PROMPT_HINTS = True, False
+    row = await create(clinician, NOTE)
+    events = await events_of(row, FakeEngine())
+    tokens = [e.text for e in events if e.kind == stream.TOKEN]
+    streamed = "".join(tokens)
+    assert streamed == ("Plain words: There is 1+ pretibial edema.\nABDOMEN : Plain words: Soft, nontender. "
+                        "Plain words: No calf tenderness.")
+    # The heading as written, in the frame of its answer's first token: every frame carries model text.
+    assert [t for t in tokens if "ABDOMEN" in t] == ["\nABDOMEN : Plain"]
+    done = events[-1].translation
+    assert done.output_text == streamed and done.tokens_out == len(tokens)
+    answers = [" Plain words: There is 1+ pretibial edema.", "Plain words: Soft, nontender. \n",
+               "Plain words: No calf tenderness."]
+    assert translation_parts_join(translation_parts(row), answers) == streamed  # the re-run joins the same way
+    assert translation_parts_join(translation_parts(row), ["Edema.", "", "No."]) == "Edema. No."  # no answer, no heading
+
+
 async def test_a_sentence_cut_at_the_token_limit_makes_the_translation_length(clinician):
     row = await create(clinician, "There is 1+ pretibial edema. Stable.")
     done = await translation_generate(translation=row, engine=FakeEngine(), received_ns=time.monotonic_ns(),
@@ -63,7 +84,8 @@ async def test_a_sentence_cut_at_the_token_limit_makes_the_translation_length(cl
     assert done.finish_reason == "length" and done.tokens_out == 7
 
 
-async def test_cancelling_in_the_second_sentence_stops_it_and_keeps_the_first(clinician):
+async def test_cancelling_in_the_second_sentence_stops_it_and_keeps_the_first(clinician, settings):
+    settings.PROMPT_HEADINGS = False
     engine = FakeEngine(token_delay_s=0.02)
     row = await create(clinician, NOTE)
     seen: list[str] = []
@@ -154,9 +176,10 @@ async def test_the_warm_up_leaves_each_cluster_prefix_for_the_first_clinician(cl
     assert smollm.prefix_snapshots.restored == restored + 1  # the cluster's prefix came back from its snapshot
 
 
-async def test_the_parts_joined_for_a_rerun_are_the_text_the_fast_run_stored(clinician):
+async def test_the_parts_joined_for_a_rerun_are_the_text_the_fast_run_stored(clinician, settings):
     """A re-run that generates each part joins the answers as the fast run
     streamed them (clinical.models.translation_parts_join)."""
+    settings.PROMPT_HEADINGS = False
     from clinical.models import translation_parts_join
 
     engine = FakeEngine()
