@@ -237,9 +237,11 @@ def crossfit_folds(ids: Iterable[str], seed: int = FOLD_SEED) -> tuple[frozenset
 
 # --- sentences ---------------------------------------------------------------
 
-#: A heading at the start of a line or after a sentence end, such as
-#: "ABDOMEN :", "HEENT:" or "PREOPERATIVE DIAGNOSIS :" (capitals, then a colon).
-_HEADING = re.compile(r"(?<=[.!?])\s+(?=[A-Z][A-Z /&-]{2,}\s?:)")
+#: A section heading: "ABDOMEN :", "HEENT:" or "PREOPERATIVE DIAGNOSIS :"
+#: (capitals, then a colon).
+_HEADING_TEXT = r"[A-Z][A-Z /&-]{2,}\s?:"
+#: Where a heading starts after a sentence end on the same line.
+_HEADING = re.compile(rf"(?<=[.!?])\s+(?={_HEADING_TEXT})")
 
 
 @functools.cache
@@ -291,10 +293,10 @@ def split_sentences(text: str) -> list[str]:
 
 
 #: A piece that is only a heading: "PHYSICAL EXAMINATION :", "HEENT:".
-_HEADING_ONLY = re.compile(r"[A-Z][A-Z /&-]{2,}\s?:")
+_HEADING_ONLY = re.compile(_HEADING_TEXT)
 #: The headings a unit starts with, and the whitespace after them:
 #: "NEUROLOGIC : ", "PHYSICAL EXAMINATION :\nGENERAL : ".
-_LEADING_HEADINGS = re.compile(r"(?:[A-Z][A-Z /&-]{2,}\s?:\s*)+")
+_LEADING_HEADINGS = re.compile(rf"(?:{_HEADING_TEXT}\s*)+")
 
 
 def heading_split(text: str) -> tuple[str, str]:
@@ -318,7 +320,6 @@ def heading_split(text: str) -> tuple[str, str]:
     if match is None or not text[match.end():].strip():
         return "", text
     return match.group(0), text[match.end():]
-
 
 
 @dataclass(frozen=True, slots=True)

@@ -298,10 +298,7 @@ def prompt_split(engine, messages) -> tuple[tuple[int, ...], int]:
 
 
 async def run_messages(engine, request_id, messages, **params) -> str:
-    pieces = []
-    async for delta in engine.generate(request_id, messages, GenerationParams(**params)):
-        pieces.append(delta.text)
-    return "".join(pieces)
+    return "".join(text for text, _ in await greedy_tokens(engine, request_id, messages, **params))
 
 
 @pytest.mark.asyncio(loop_scope="module")
