@@ -508,6 +508,7 @@ LAY_WORDS: dict[str, str] = {
     "joint": "skeletal joint", "joints": "skeletal joint", "spinal cord": "spinal cord",
     "gallbladder": "gallbladder", "nerves": "nerve", "thyroid": "thyroid gland", "lymph nodes": "lymph node",
     "glands": "gland", "back of your head": "occipital region", "back of the head": "occipital region",
+    "lower extremity": "hindlimb",
 }
 #: Output words whose UBERON term names no particular site, or that a
 #: plain text uses in other senses ("blood pressure", "the body",
@@ -553,7 +554,7 @@ _RELATION = re.compile(r"\s+(?:in|of|inside|within)\s+(?:your|the|his|her|their|
 #: ancestor to count as neighbours ("ear canal" and "middle ear": ear).
 SIBLING_DISTANCE = 2
 
-INDEX_VERSION = 5
+INDEX_VERSION = 6
 UBERON_FILE = "UBERON-ontology-v2026-04-01.json.zst"
 
 
@@ -718,6 +719,28 @@ def _sites(norm: str, index: dict, *, guard: bool = True, overlap: bool = False
     return found
 
 
+#: Roots whose site a qualifier just before the word narrows: an "upper
+#: extremity" is an arm, a "lower extremity" a leg ("upper and lower
+#: extremities": both), so "lower arm" for "lower extremity" is flagged;
+#: a bare "extremities" still supports any limb. UBERON labels or lay
+#: words; the girdles are part of the limbs in clinical usage (Terminologia
+#: Anatomica: the shoulder region of the upper limb, the hip of the lower).
+QUALIFIED_ROOTS: dict[str, dict[str, tuple[str, ...]]] = {
+    "extremit": {"upper": ("forelimb", "shoulder"), "lower": ("hindlimb", "hip")}}
+_QUALIFIER = re.compile(r"\b(upper|lower)(?:\s*(?:and|or|&|/|,)\s*(upper|lower))?\s+$")
+
+
+def _root_ids(root: str, before: str, index: dict) -> list[str]:
+    """The site ids a combining form or abbreviation supports, narrowed by
+    a qualifier in ``before`` (the normalised text up to the word) for the
+    roots of :data:`QUALIFIED_ROOTS`."""
+    qualified = QUALIFIED_ROOTS.get(root)
+    match = _QUALIFIER.search(before[-40:]) if qualified else None
+    if match is None:
+        return index["roots"].get(root, [])
+    return [i for word in match.groups() if word for site in qualified[word] for i in index["names"].get(site, ())]
+
+
 def _input_site_ids(source_norm: str, index: dict) -> set[str]:
     ids: set[str] = set()
     for _, _, _, term_ids in _sites(source_norm, index, guard=False, overlap=True):
@@ -728,7 +751,7 @@ def _input_site_ids(source_norm: str, index: dict) -> set[str]:
             text = m.group("short")
             root = next((r for r, p in index["short_re"].items() if p.match(text)), None)
         if root is not None:
-            ids.update(index["roots"].get(root, ()))
+            ids.update(_root_ids(root, source_norm[:m.start()], index))
     return ids
 
 
