@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import uuid
 
 from django.conf import settings
@@ -108,7 +109,7 @@ async def _warm(engine: Engine) -> None:
     global _words_loaded
     words = None
     if not _words_loaded:
-        words = asyncio.ensure_future(asyncio.to_thread(_quality_warm))
+        words = asyncio.ensure_future(_in_daemon_thread(_quality_warm))
     await _prefill_shared_prompt(engine)
     if words is not None:
         await words
@@ -183,6 +184,27 @@ async def _warm_cluster_prefixes(engine: Engine, *, retries: int = 3, retry_afte
     logger.info("example cluster prefixes warmed clusters=%d of=%d seconds=%.1f",
                 warmed, router.n_clusters, asyncio.get_running_loop().time() - started)
     return warmed
+
+
+async def _in_daemon_thread(work) -> None:
+    """Run ``work()`` in a daemon thread and wait for it. Not the loop's
+    executor (``asyncio.to_thread``): its threads are joined at interpreter
+    exit, so a replica stopped during the word lists' load (about 5 s after
+    start) waited for it after the drain had ended."""
+    loop = asyncio.get_running_loop()
+    finished = loop.create_future()
+
+    def run() -> None:
+        try:
+            work()
+        finally:
+            try:
+                loop.call_soon_threadsafe(lambda: finished.done() or finished.set_result(None))
+            except RuntimeError:  # the loop closed first: the process is stopping
+                pass
+
+    threading.Thread(target=run, name="quality-warm", daemon=True).start()
+    await finished
 
 
 def _quality_warm() -> None:

@@ -4,10 +4,14 @@ a database that does not exist."""
 
 from __future__ import annotations
 
+import signal
 import socket
+import time
 
 import httpx
 import pytest
+
+from bench.processes import DaphneServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -57,3 +61,24 @@ def test_readiness_is_503_when_the_database_is_unreachable(daphne_server, stack_
     assert checks["redis"]["ok"] and checks["engine"]["ok"]
 
 
+
+
+def test_sigterm_during_the_start_up_warm_up_exits_without_waiting_for_it(stack_env, tmp_path):
+    """A replica stopped while it still loads its word lists (they take
+    seconds, from the engine preload on) exits as soon as its drain ends:
+    the load runs in a daemon thread, not in an executor thread that the
+    interpreter joins at exit."""
+    server = DaphneServer(stack_env | {"INFERENCE_ENGINE": "fake"}, tmp_path / "daphne.log")
+    try:
+        deadline = time.monotonic() + 60
+        while "serving on" not in server.logs():  # listening; the preload and the load start now
+            assert server.process.poll() is None and time.monotonic() < deadline, server.logs()[-3000:]
+            time.sleep(0.05)
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(timeout=60) == 0
+    finally:
+        server.stop()
+    log = server.log_path.read_text(errors="replace")
+    assert "drained in" in log, log[-3000:]
+    after_stop = log[log.index(" stopped", log.index("drained in")):]
+    assert "quality word lists" not in after_stop, log[-3000:]  # neither loaded nor failed: not waited for
