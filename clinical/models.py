@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 
@@ -289,6 +290,16 @@ def translation_message_parts(translation: Translation) -> list[list[dict[str, s
     return [part.messages for part in translation_parts(translation)]
 
 
+#: A text that ends a sentence: . ! ? or an ellipsis, maybe inside
+#: closing quotes or brackets.
+SENTENCE_END = r"[.!?\u2026]['\"\u201d\u2019)\]]*$"
+_SENTENCE_END = re.compile(SENTENCE_END)
+#: Where no period is added: the end of a sentence, or a clause mark
+#: (comma, colon, semicolon, dash, an opening bracket) that a period after
+#: it would not mend.
+_OPEN_END = re.compile(SENTENCE_END + r"|[,:;\-\u2013\u2014(\[]$")
+
+
 class TextJoiner:
     """Joins the streamed pieces of several requests into one text, the
     way it is stored: each request's text without its leading and trailing
@@ -298,6 +309,16 @@ class TextJoiner:
     text, and an empty answer drops its heading too). Whitespace at the
     end of a piece is held back until more text of the same request
     follows, so what is streamed, put together, is exactly the stored text.
+
+    Sentences of one line (separator ``" "``) keep their boundary: where
+    the text so far ends without a sentence's end (:data:`SENTENCE_END`)
+    and not on a comma, a period goes before the separator, and an answer
+    that then starts with a lower-case letter (and has no copied heading)
+    gets a capital ("soft, not painful. No enlarged liver", not "soft, not
+    painful no enlarged liver"). After an answer cut at the token limit
+    the mark is an ellipsis instead ("There is… Stable."), so the cut
+    shows. Line breaks are kept as written: notes list findings line by
+    line without periods.
     """
 
     def __init__(self) -> None:
@@ -306,12 +327,15 @@ class TextJoiner:
         self._pending = ""
         self._started = False
         self._prefix = ""
+        self._after_cut = False
 
-    def begin(self, separator: str, prefix: str = "") -> None:
+    def begin(self, separator: str, prefix: str = "", *, after_cut: bool = False) -> None:
         """A new request starts; its text goes after ``separator`` and
-        ``prefix`` (:attr:`TranslationPart.prefix`)."""
+        ``prefix`` (:attr:`TranslationPart.prefix`). ``after_cut``: the
+        previous request's answer stopped at the token limit."""
         self._separator, self._pending, self._started = separator, "", False
         self._prefix = prefix.lstrip()
+        self._after_cut = after_cut
 
     def feed(self, text: str) -> str:
         """The part of ``text`` to stream now (possibly empty)."""
@@ -319,7 +343,13 @@ class TextJoiner:
             text = text.lstrip()
             if not text:
                 return ""
-            text, self._started = (self._separator if self.pieces else "") + self._prefix + text, True
+            separator = self._separator if self.pieces else ""
+            if separator == " " and (self._after_cut or not _OPEN_END.search(self.pieces[-1])):
+                separator = ("\u2026" if self._after_cut else ".") + separator
+            if separator.endswith(" ") and not self._prefix and text[0].islower() and \
+                    _SENTENCE_END.search(separator.rstrip() or self.pieces[-1]):
+                text = text[0].upper() + text[1:]
+            text, self._started = separator + self._prefix + text, True
         else:
             text = self._pending + text
         shown = text.rstrip()

@@ -118,12 +118,16 @@ async def translation_generate(
             # Rendering fits the example clusters on a process's first use
             # (about 1 s): not on the event loop.
             parts = await asyncio.to_thread(translation_parts, translation)
+            cut = False  # the previous part's answer stopped at the token limit
             for index, part in enumerate(parts):
                 # The first request keeps the translation's id (logs, abort).
                 current = request_id if index == 0 else f"{request_id}-{index + 1}"
-                joiner.begin(part.separator, part.prefix)
+                joiner.begin(part.separator, part.prefix, after_cut=cut)
+                cut = False
                 async for delta in engine.generate(current, part.messages, params):
                     meter.observe(delta)
+                    if delta.finish_reason:
+                        cut = delta.finish_reason == "length"
                     shown = joiner.feed(delta.text) if delta.text else ""
                     if shown and on_token is not None:
                         await on_token(shown)

@@ -75,12 +75,30 @@ async def test_a_copied_heading_streams_before_the_answer_to_its_findings(clinic
     assert translation_parts_join(translation_parts(row), ["Edema.", "", "No."]) == "Edema. No."  # no answer, no heading
 
 
+async def test_sentences_of_one_line_keep_their_boundary_when_an_answer_drops_its_period(clinician, settings):
+    """The model often ends a sentence without its period and starts the
+    next in lower case: the joined text gets the period and the capital
+    ("not painful. No pain"), not "not painful no pain"; a line break or a
+    comma is left as written."""
+    from clinical.models import translation_parts_join
+
+    settings.PROMPT_HEADINGS, settings.PROMPT_HINTS = True, False
+    parts = translation_parts(await create(clinician, NOTE))
+    assert translation_parts_join(parts, ["swelling of the shins", "soft, not painful", "no pain in the calves"]) \
+        == "swelling of the shins\nABDOMEN : soft, not painful. No pain in the calves"
+    assert translation_parts_join(parts, ["swelling.", "soft.", "no pain."]) == "swelling.\nABDOMEN : soft. No pain."
+    assert translation_parts_join(parts, ["swelling", "soft,", "no pain"]) == "swelling\nABDOMEN : soft, no pain"
+    assert translation_parts_join(parts, ["swelling", "it is \"soft\"", "no pain"]) == \
+        'swelling\nABDOMEN : it is "soft". No pain'
+
+
 async def test_a_sentence_cut_at_the_token_limit_makes_the_translation_length(clinician):
     row = await create(clinician, "There is 1+ pretibial edema. Stable.")
     done = await translation_generate(translation=row, engine=FakeEngine(), received_ns=time.monotonic_ns(),
                                       max_tokens=4)
-    # "Plain words: There is" hit the limit; "Plain words: Stable." (3 tokens) stopped on its own.
-    assert done.output_text == "Plain words: There is Plain words: Stable."
+    # "Plain words: There is" hit the limit, which an ellipsis marks; "Plain words: Stable." (3 tokens)
+    # stopped on its own.
+    assert done.output_text == "Plain words: There is\u2026 Plain words: Stable."
     assert done.finish_reason == "length" and done.tokens_out == 7
 
 
