@@ -34,7 +34,8 @@ output:
   when the input names the same term, a part of it, or a whole it is part
   of (e.g. "heart" by "aortic valve"), or uses a Latin/Greek combining
   form of it ("cardiac", "renal", "cerebral": :data:`COMBINING_FORMS`,
-  a hand table whose source is given there). A few lay words that UBERON
+  a hand table whose source is given there; "upper"/"lower" before
+  "extremity" narrow it to an arm or a leg, :data:`QUALIFIED_ROOTS`). A few lay words that UBERON
   lacks as exact synonyms ("belly", "spine", "bladder") are mapped to
   UBERON terms in :data:`LAY_WORDS`; class words that name no site
   ("organ", "tissue", "blood") are ignored (:data:`GENERIC_SITES`).
