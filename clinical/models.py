@@ -344,11 +344,12 @@ class TextJoiner:
             if not text:
                 return ""
             separator = self._separator if self.pieces else ""
-            if separator == " " and (self._after_cut or not _OPEN_END.search(self.pieces[-1])):
-                separator = ("\u2026" if self._after_cut else ".") + separator
-            if separator.endswith(" ") and not self._prefix and text[0].islower() and \
-                    _SENTENCE_END.search(separator.rstrip() or self.pieces[-1]):
-                text = text[0].upper() + text[1:]
+            if separator == " ":  # the same line: the previous sentence ends here
+                previous = self.pieces[-1]
+                if self._after_cut or not _OPEN_END.search(previous):
+                    separator = ("\u2026" if self._after_cut else ".") + separator
+                if not self._prefix and text[0].islower() and _SENTENCE_END.search(separator.rstrip() or previous):
+                    text = text[0].upper() + text[1:]
             text, self._started = separator + self._prefix + text, True
         else:
             text = self._pending + text

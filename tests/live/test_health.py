@@ -61,8 +61,6 @@ def test_readiness_is_503_when_the_database_is_unreachable(daphne_server, stack_
     assert checks["redis"]["ok"] and checks["engine"]["ok"]
 
 
-
-
 def test_sigterm_during_the_start_up_warm_up_exits_without_waiting_for_it(stack_env, tmp_path):
     """A replica stopped while it still loads its word lists (they take
     seconds, from the engine preload on) exits as soon as its drain ends:
