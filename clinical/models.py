@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -365,7 +366,7 @@ class TextJoiner:
         return "".join(self.pieces)
 
 
-def translation_parts_join(parts: list[TranslationPart], texts: list[str]) -> str:
+def translation_parts_join(parts: list[TranslationPart], texts: list[str], *, cut: Sequence[bool] = ()) -> str:
     """The one text of a translation from its parts' answers, joined by
     the :class:`TextJoiner` the fast run streams through, so a re-run's
     text is put together exactly as the fast text was stored.
@@ -373,15 +374,21 @@ def translation_parts_join(parts: list[TranslationPart], texts: list[str]) -> st
     Args:
         parts: :func:`translation_parts` of the translation.
         texts: the answer to each part, in order (as many as ``parts``).
+        cut: for each part, whether its answer stopped at the token limit
+            (finish reason ``"length"``), so the next sentence follows an
+            ellipsis as in the stream; empty: none was.
 
     Raises:
-        ValueError: not one text per part.
+        ValueError: not one text per part, or ``cut`` neither empty nor
+            one flag per part.
     """
     if len(parts) != len(texts):
         raise ValueError(f"{len(texts)} texts for {len(parts)} parts")
+    if cut and len(cut) != len(parts):
+        raise ValueError(f"{len(cut)} cut flags for {len(parts)} parts")
     joiner = TextJoiner()
-    for part, text in zip(parts, texts):
-        joiner.begin(part.separator, part.prefix)
+    for index, (part, text) in enumerate(zip(parts, texts)):
+        joiner.begin(part.separator, part.prefix, after_cut=bool(cut) and index > 0 and cut[index - 1])
         joiner.feed(text)
     return joiner.text
 

@@ -385,13 +385,53 @@ class Engine(abc.ABC):
         self._loaded = False
 
 
+@dataclass(frozen=True, slots=True)
+class Generated:
+    """One request run to the end (:func:`generate_full`).
+
+    Attributes:
+        text: the whole output.
+        token_logprobs: one natural-log probability per generated token.
+        finish_reason: the last delta's (:attr:`Delta.finish_reason`):
+            ``"stop"``, ``"length"`` (cut at ``max_tokens``) or ``None`` when
+            the engine ended without one.
+    """
+
+    text: str
+    token_logprobs: list[float]
+    finish_reason: str | None
+
+
+async def generate_full(
+    engine: Engine,
+    request_id: str,
+    messages: Sequence[dict[str, str]],
+    params: GenerationParams,
+) -> Generated:
+    """Run one request to the end without streaming.
+
+    Raises:
+        EnginePreempted: a background request gave way to an interactive one.
+        EngineError: generation failed.
+    """
+    pieces: list[str] = []
+    logprobs: list[float] = []
+    finish_reason = None
+    async for delta in engine.generate(request_id, messages, params):
+        pieces.append(delta.text)
+        logprobs.extend(delta.token_logprobs)
+        finish_reason = delta.finish_reason or finish_reason
+    return Generated("".join(pieces), logprobs, finish_reason)
+
+
 async def generate_text(
     engine: Engine,
     request_id: str,
     messages: Sequence[dict[str, str]],
     params: GenerationParams,
 ) -> tuple[str, list[float]]:
-    """Run one request to the end without streaming.
+    """Run one request to the end without streaming (:func:`generate_full`
+    without the finish reason).
 
     Returns:
         ``(text, token_logprobs)``: the whole output and one natural-log
@@ -401,9 +441,5 @@ async def generate_text(
         EnginePreempted: a background request gave way to an interactive one.
         EngineError: generation failed.
     """
-    pieces: list[str] = []
-    logprobs: list[float] = []
-    async for delta in engine.generate(request_id, messages, params):
-        pieces.append(delta.text)
-        logprobs.extend(delta.token_logprobs)
-    return "".join(pieces), logprobs
+    generated = await generate_full(engine, request_id, messages, params)
+    return generated.text, generated.token_logprobs

@@ -30,7 +30,7 @@ from clinical.rerun import candidates as rerun_candidates
 from clinical.rerun.engine import rerun_engine_get, run_in_engine_loop
 from clinical.rerun.notify import rerun_notify
 from clinical.runtime.log import request_id_var
-from inference.base import EngineError, GenerationParams, generate_text
+from inference.base import EngineError, Generated, GenerationParams, generate_full
 from inference.confidence import sequence_confidence
 
 logger = logging.getLogger(__name__)
@@ -146,7 +146,7 @@ def _verification_conclude(*, rerun: Rerun, state: str) -> None:
 
 
 async def _generate_bounded(engine, request_id: str, messages, params: GenerationParams | None = None,
-                            timeout_s: float | None = None) -> tuple[str, list[float]]:
+                            timeout_s: float | None = None) -> Generated:
     """One generation of the re-run, stopped after ``timeout_s`` seconds
     (default ``RERUN_SOFT_TIME_LIMIT_S``): Celery's solo pool (the worker's,
     for vLLM) enforces no time limit, so a hung engine would otherwise hold
@@ -158,7 +158,7 @@ async def _generate_bounded(engine, request_id: str, messages, params: Generatio
     params = params or GenerationParams(max_tokens=settings.MAX_OUTPUT_TOKENS)
     timeout_s = settings.RERUN_SOFT_TIME_LIMIT_S if timeout_s is None else timeout_s
     try:
-        return await asyncio.wait_for(generate_text(engine, request_id, messages, params), timeout=max(timeout_s, 0.001))
+        return await asyncio.wait_for(generate_full(engine, request_id, messages, params), timeout=max(timeout_s, 0.001))
     except TimeoutError:
         await engine.abort(request_id)
         logger.error("re-run generation %s stopped at its time limit (%.1f s left of RERUN_SOFT_TIME_LIMIT_S=%s)",
@@ -177,15 +177,17 @@ async def _plan_generate(engine, request_id: str, plan, deadline: float) -> tupl
         TimeoutError, inference.EngineError: as :func:`_generate_bounded`.
     """
     if not plan.parts:
-        return await _generate_bounded(engine, request_id, plan.messages, plan.params,
-                                       timeout_s=deadline - time.monotonic())
-    texts, logprobs = [], []
+        generated = await _generate_bounded(engine, request_id, plan.messages, plan.params,
+                                            timeout_s=deadline - time.monotonic())
+        return generated.text, generated.token_logprobs
+    texts, logprobs, cut = [], [], []
     for index, part in enumerate(plan.parts, start=1):
-        text, part_logprobs = await _generate_bounded(engine, f"{request_id}-{index}", part.messages, plan.params,
-                                                      timeout_s=deadline - time.monotonic())
-        texts.append(text)
-        logprobs.extend(part_logprobs)
-    return translation_parts_join(list(plan.parts), texts), logprobs
+        generated = await _generate_bounded(engine, f"{request_id}-{index}", part.messages, plan.params,
+                                            timeout_s=deadline - time.monotonic())
+        texts.append(generated.text)
+        logprobs.extend(generated.token_logprobs)
+        cut.append(generated.finish_reason == "length")
+    return translation_parts_join(list(plan.parts), texts, cut=cut), logprobs
 
 
 def rerun_candidates_run(*, translation: Translation, engine, request_prefix: str,

@@ -375,3 +375,15 @@ def test_the_detail_page_and_the_handout_say_why_the_text_changed(clinician, cli
     for name in ("translation-detail", "translation-handout"):
         page = client.get(reverse(name, args=[row.request_id]))
         assert page.status_code == 200 and note in page.content.decode(), name
+
+
+def test_a_sentence_cut_at_the_token_limit_ends_in_an_ellipsis_in_the_rerun_as_in_the_stream(clinician, settings):
+    """The re-run joins its parts as the stream did: after a sentence that
+    stopped at the token limit, an ellipsis, not a period
+    (test_a_sentence_cut_at_the_token_limit_makes_the_translation_length)."""
+    settings.MAX_OUTPUT_TOKENS = 4
+    row = services.translation_create(user=clinician, text="There is 1+ pretibial edema. Stable.")
+    chosen, _ = execute.rerun_candidates_run(translation=row, engine=FakeEngine(), request_prefix="cut",
+                                             names=(candidates.FULL_PRECISION,))
+    # "Plain words: There is" hit the limit; "Plain words: Stable." (3 tokens) stopped on its own.
+    assert chosen.text == "Plain words: There is\u2026 Plain words: Stable."
