@@ -40,6 +40,7 @@ removed. Pure Python over compiled regular expressions: about 5 ms for a
 
 from __future__ import annotations
 
+import calendar
 import re
 import threading
 import unicodedata
@@ -189,7 +190,37 @@ def _occurrences(value: Decimal, ordinal: bool, digits: list[tuple[int, set[Deci
     return ends
 
 
-def _quantity_items(input_text: str) -> list[tuple[SafetyItem, Decimal, bool, str | None, str | None]]:
+#: A date as US notes write it, month/day/year ("6/15/2009"), or
+#: day/month/year where the first number cannot be a month.
+_DATE = re.compile(r"(?<![\d/.,])(\d{1,2})/(\d{1,2})/(\d{4}|\d{2})(?![\d/])")
+
+
+def _date_months(input_text: str) -> dict[int, int]:
+    """``{input offset of a date's month number: the month, 1-12}``."""
+    months = {}
+    for match in _DATE.finditer(input_text):
+        first, second = int(match.group(1)), int(match.group(2))
+        if 1 <= first <= 12:
+            months[match.start(1)] = first
+        elif 1 <= second <= 12:
+            months[match.start(2)] = second
+    return months
+
+
+@lru_cache(maxsize=12)
+def _month_named(month: int) -> re.Pattern:
+    """The month written as a name beside a day ("June 15", "15th of June",
+    "15 de junio"): a date's month number is kept that way."""
+    names = "|".join(sorted({calendar.month_name[month].lower(), calendar.month_abbr[month].lower(),
+                             vocab.MONTHS_ES[month - 1]}, key=len, reverse=True))
+    day = r"\d{1,2}(?:st|nd|rd|th)?"
+    return re.compile(rf"(?<![a-z])(?:{names})\.?\s+(?:the\s+)?{day}(?![\d/])|"
+                      rf"(?<![\d/]){day}\s+(?:of\s+|de\s+)?(?:{names})(?![a-z])")
+
+
+def _quantity_items(input_text: str) -> list[tuple[SafetyItem, Decimal, bool, str | None, str | None, int]]:
+    """Each number of ``input_text`` as ``(item, value, ordinal, unit key,
+    per-unit key, offset)``."""
     items = []
     for match in _QUANTITY.finditer(input_text):
         value = _decimal(match.group("num"))
@@ -205,7 +236,7 @@ def _quantity_items(input_text: str) -> list[tuple[SafetyItem, Decimal, bool, st
             if kind == "dose" and per in ("dl", "l"):
                 kind = "measurement"  # a concentration (mg/dL), not an amount given
         text = match.group(0).strip()
-        items.append((SafetyItem(kind, text), value, bool(match.group("ord")), unit, per))
+        items.append((SafetyItem(kind, text), value, bool(match.group("ord")), unit, per, match.start()))
     return items
 
 
@@ -299,10 +330,19 @@ def _negation_items(input_text: str) -> list[tuple[SafetyItem, set[str]]]:
     return items
 
 
+_NOT = re.compile(r"not\b|[a-z]+n't\b", re.IGNORECASE)
+
+
 def _negations_missing(items, output_norm: str) -> set[int]:
     """Pair each input negation with an output negation word: first one
     followed (within 8 words of the same sentence) by a word of its scope,
-    then by count."""
+    then by count. A "not" whose scope word the output writes with the
+    prefix un- ("not feeling well" as "feeling unwell", "not able" as
+    "unable") is kept without a negation word; a "no" is not ("no known
+    allergies" is not "unknown allergies")."""
+    prefixed = {index for index, (item, stems) in enumerate(items) if _NOT.match(item.text)
+                and any(re.search(rf"(?<![a-z])un{re.escape(stem)}", output_norm) for stem in stems)}
+    items = [(None, set()) if index in prefixed else item for index, item in enumerate(items)]
     cues = []
     for m in _NEG_OUT.finditer(output_norm):
         rest = output_norm[m.end():]
@@ -311,7 +351,9 @@ def _negations_missing(items, output_norm: str) -> set[int]:
         cues.append({_stem(w) for w in following})
     free = list(range(len(cues)))
     unmatched = []
-    for index, (_, stems) in enumerate(items):
+    for index, (item, stems) in enumerate(items):
+        if item is None:
+            continue
         hit = next((i for i in free if stems & cues[i]), None)
         if hit is None:
             unmatched.append(index)
@@ -369,8 +411,10 @@ def safety_check(*, input_text: str, output_text: str, language: str = "en") -> 
     output_norm = normalize(output_text)
     numeric = _numeric_space(output_text)
     digits = [(m.end(), _output_values(m.group(0), language)) for m in _OUTPUT_NUMBER.finditer(numeric)]
-    for item, value, ordinal, unit, per in _quantity_items(input_text):
-        record(item, _quantity_present(value, ordinal, unit, per, digits, numeric))
+    months = _date_months(input_text)
+    for item, value, ordinal, unit, per, start in _quantity_items(input_text):
+        record(item, _quantity_present(value, ordinal, unit, per, digits, numeric)
+               or (start in months and bool(_month_named(months[start]).search(output_norm))))
 
     input_drugs = find_drugs(input_text)
     if input_drugs:

@@ -118,3 +118,8 @@ SCOPE_STOPWORDS = {"the", "a", "an", "any", "of", "for", "to", "in", "on", "at",
                    "significant", "obvious", "known", "history", "there", "this", "that", "your", "you"}
 #: Scope length cap in words (NegEx uses a five-word window).
 SCOPE_WORDS = 5
+
+#: Spanish month names, January to December (a date's month may be written
+#: by name in a Spanish translation; English names come from ``calendar``).
+MONTHS_ES = ("enero", "febrero", "marzo", "abril", "mayo", "junio", "julio", "agosto", "septiembre", "octubre",
+             "noviembre", "diciembre")

@@ -39,7 +39,8 @@ absence or loss (:data:`PRIVATIVE`): "stable speech" for "stable expressive
 aphasia" names the speech but not its loss, "trouble speaking" explains it.
 So is a term of the suffix ``-stasis``/``-static`` ("stopping, controlling":
 hemostasis, cytostatic; not metastasis or homeostasis, :data:`STOPPING`):
-"it seemed to be bleeding" for "hemostatic" names the blood, not its stop.
+"it seemed to be bleeding" for "hemostatic" names the blood, not its stop,
+"bloodless" (a word of the suffix -less, "without") explains it.
 Limits by design: otherwise one plain word for one part is enough, and a
 word with no known part is not checked at all.
 
@@ -148,14 +149,18 @@ WORD_PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 #: Words of absence, loss or lack: with the plain word for its part, one of
-#: them explains a term of the privative prefix ``a-``/``an-`` (Chabner,
-#: "Prefixes": a-, an- "no, not, without"), matched as whole words or, with
-#: a trailing ``*``, as word starts.
+#: them (or a word of the suffix -less, :data:`PRIVATIVE_SUFFIX`) explains a
+#: term of the privative prefix ``a-``/``an-`` (Chabner, "Prefixes": a-, an-
+#: "no, not, without"), matched as whole words or, with a trailing ``*``, as
+#: word starts.
 PRIVATIVE = ("no", "not", "none", "without", "cannot", "unable", "loss", "lost", "lack*", "trouble*", "difficult*",
              "hard", "absen*", "low*", "reduc*", "decreas*", "less", "little", "shrink*", "shrunk*", "small*",
              "thin*", "wast*", "weak*", "stop*", "problem*", "disorder*", "disturb*", "poor*", "never")
+#: A word of the suffix -less, "without" (bloodless, painless, motionless),
+#: but not the conjunctions and adverbs that end in it.
+PRIVATIVE_SUFFIX = r"(?<![a-z])(?!(?:nevertheless|nonetheless|regardless|unless)(?![a-z]))[a-z]{3,}less(?![a-z])"
 _PRIVATIVE = re.compile("|".join(rf"(?<![a-z]){re.escape(w.rstrip('*'))}" + ("" if w.endswith("*") else "(?![a-z])")
-                                 for w in PRIVATIVE) + r"|n't(?![a-z])")
+                                 for w in PRIVATIVE) + r"|n't(?![a-z])|" + PRIVATIVE_SUFFIX)
 
 #: A term of the suffix -stasis/-static, "stopping, controlling" (Chabner,
 #: "Suffixes"): like a privative term, its plain part alone says the
