@@ -301,6 +301,19 @@ _SENTENCE_END = re.compile(SENTENCE_END)
 _OPEN_END = re.compile(SENTENCE_END + r"|[,:;\-\u2013\u2014(\[]$")
 
 
+_LOWER_FIRST_WORD = re.compile(r"[a-z]+(?![A-Za-z0-9])")
+
+
+def line_start_capitalized(text: str) -> str:
+    """``text`` with its first word capitalised when that word is all in
+    lower-case letters ("the patient denies..." -> "The patient denies...";
+    the model often copies the lower-case rewrites of its examples). A word
+    with a capital or a digit in it ("pH", "mL", "x2") is left as written."""
+    if _LOWER_FIRST_WORD.match(text):
+        return text[0].upper() + text[1:]
+    return text
+
+
 class TextJoiner:
     """Joins the streamed pieces of several requests into one text, the
     way it is stored: each request's text without its leading and trailing
@@ -319,7 +332,9 @@ class TextJoiner:
     painful no enlarged liver"). After an answer cut at the token limit
     the mark is an ellipsis instead ("There is… Stable."), so the cut
     shows. Line breaks are kept as written: notes list findings line by
-    line without periods.
+    line without periods. An answer that starts the text or a line (and
+    has no copied heading) starts with a capital
+    (:func:`line_start_capitalized`).
     """
 
     def __init__(self) -> None:
@@ -345,6 +360,8 @@ class TextJoiner:
             if not text:
                 return ""
             separator = self._separator if self.pieces else ""
+            if not self._prefix and (not self.pieces or "\n" in separator):
+                text = line_start_capitalized(text)
             if separator == " ":  # the same line: the previous sentence ends here
                 previous = self.pieces[-1]
                 if self._after_cut or not _OPEN_END.search(previous):

@@ -24,7 +24,14 @@ from django.utils import timezone
 
 from clinical.audit import audit_verification
 from clinical.frames import rerun_change_note
-from clinical.models import RERUN_PRECISION, Rerun, Translation, TranslationPart, translation_parts_join
+from clinical.models import (
+    RERUN_PRECISION,
+    Rerun,
+    Translation,
+    TranslationPart,
+    line_start_capitalized,
+    translation_parts_join,
+)
 from clinical.quality import measure as quality
 from clinical.rerun import candidates as rerun_candidates
 from clinical.rerun.engine import rerun_engine_get, run_in_engine_loop
@@ -259,6 +266,8 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
             text, replaced = rerun_candidates.span_candidate_text(text=sentence, answer=text,
                                                                   language=translation.language)
             text = heading + text
+        elif not plan.parts:  # one request: start it as the joined fast text starts
+            text = line_start_capitalized(text.strip())
         candidate = rerun_candidates.candidate_measure(translation=translation, name=name, text=text,
                                                        logprobs=logprobs, ms=ms, prompt_version=plan.prompt_version,
                                                        replaced=replaced)

@@ -387,3 +387,10 @@ def test_a_sentence_cut_at_the_token_limit_ends_in_an_ellipsis_in_the_rerun_as_i
                                              names=(candidates.FULL_PRECISION,))
     # "Plain words: There is" hit the limit; "Plain words: Stable." (3 tokens) stopped on its own.
     assert chosen.text == "Plain words: There is\u2026 Plain words: Stable."
+
+
+def test_a_rerun_of_one_sentence_starts_with_a_capital_as_the_fast_text_does(clinician, settings):
+    row = services.translation_create(user=clinician, text=KNEE)
+    chosen, _ = execute.rerun_candidates_run(translation=row, engine=FakeEngine(answer=" a little fluid in your left knee."),
+                                             request_prefix="capital", names=(candidates.FULL_PRECISION,))
+    assert chosen.text == "A little fluid in your left knee."

@@ -85,11 +85,29 @@ async def test_sentences_of_one_line_keep_their_boundary_when_an_answer_drops_it
     settings.PROMPT_HEADINGS, settings.PROMPT_HINTS = True, False
     parts = translation_parts(await create(clinician, NOTE))
     assert translation_parts_join(parts, ["swelling of the shins", "soft, not painful", "no pain in the calves"]) \
-        == "swelling of the shins\nABDOMEN : soft, not painful. No pain in the calves"
-    assert translation_parts_join(parts, ["swelling.", "soft.", "no pain."]) == "swelling.\nABDOMEN : soft. No pain."
-    assert translation_parts_join(parts, ["swelling", "soft,", "no pain"]) == "swelling\nABDOMEN : soft, no pain"
+        == "Swelling of the shins\nABDOMEN : soft, not painful. No pain in the calves"
+    assert translation_parts_join(parts, ["swelling.", "soft.", "no pain."]) == "Swelling.\nABDOMEN : soft. No pain."
+    assert translation_parts_join(parts, ["swelling", "soft,", "no pain"]) == "Swelling\nABDOMEN : soft, no pain"
     assert translation_parts_join(parts, ["swelling", "it is \"soft\"", "no pain"]) == \
-        'swelling\nABDOMEN : it is "soft". No pain'
+        'Swelling\nABDOMEN : it is "soft". No pain'
+
+
+async def test_the_text_and_each_line_start_with_a_capital_but_a_copied_heading_keeps_its_finding_as_written(
+        clinician, settings):
+    """The model often starts lower case, as the clinicians' rewrites in its
+    examples do: the text a patient reads starts with a capital, and so
+    does a line; after a copied heading ("ABDOMEN : soft") the finding is
+    left as written, and a first word with a capital or digit ("pH") too."""
+    from clinical.models import line_start_capitalized, translation_parts_join
+
+    settings.PROMPT_HEADINGS, settings.PROMPT_HINTS = False, False
+    parts = translation_parts(await create(clinician, "Bilateral pretibial edema.\nNo calf tenderness."))
+    assert [part.separator for part in parts] == ["", "\n"]
+    assert translation_parts_join(parts, ["the shins are swollen.", "the calves are not sore."]) \
+        == "The shins are swollen.\nThe calves are not sore."
+    assert translation_parts_join(parts, ["pH is normal.", "x2 daily."]) == "pH is normal.\nx2 daily."
+    assert line_start_capitalized("  the") == "  the"  # only a text that starts with the word
+    assert line_start_capitalized("\"left alone\"") == "\"left alone\""
 
 
 async def test_a_sentence_cut_at_the_token_limit_makes_the_translation_length(clinician):
