@@ -62,3 +62,14 @@ def test_the_fourth_sample_is_40_changed_rows_none_of_the_first_three():
     assert len(earlier) == 120 and len(fourth) == 40 and not earlier & fourth
     assert hand_sample.nth_sample_ids(2) == hand_sample.held_out_ids()
     assert hand_sample.nth_sample_ids(1) == hand_sample.sample_ids()
+
+
+def test_the_rest_is_every_changed_row_in_no_sample(capsys):
+    sampled = {row_id for n in (1, 2, 3, 4) for _, row_id in hand_sample.nth_sample_ids(n)}
+    rest = hand_sample.rest_ids()
+    rows = {r["ID"]: r for r in laymaker_rows()[0]}
+    changed = {i for i, r in rows.items() if normalise(r["ORIGINAL"]) != normalise(r["REFERENCE"])}
+    assert {row_id for _, row_id in rest} == changed - sampled and len(rest) == len(changed) - 160
+    assert hand_sample.main(["--rest"]) == 0
+    table_ids = [line.strip("|").split()[0] for line in capsys.readouterr().out.strip().splitlines()[2:]]
+    assert table_ids == [row_id for _, row_id in rest]
