@@ -70,7 +70,9 @@ output:
   in the third person, or names someone without a sex ("the patient says
   he": ``detail`` "sex not in input"), or only the other sex (``detail``:
   "swapped"). A sex is given by a pronoun or a word such as "man",
-  "mother", "pregnant".
+  "mother", "pregnant". A relative or carer the input does not name
+  (:data:`RELATIVES`: "the patient's parents" for a legal guardian;
+  English only).
 
 English and Spanish outputs (``language``); the input is English. For
 Spanish only ``number``, ``unit``, ``laterality`` and ``person`` are
@@ -964,6 +966,26 @@ _THIRD_OUT = {"en": (re.compile(r"\b(?:he|him|his|himself|he's)\b"), re.compile(
                      re.compile(r"\bella\b"))}
 
 
+#: Relatives and carers an output may name, each group with the input
+#: words that name it: a group the input does not name is someone made up or
+#: put in another's place ("the patient's parents were talked to" for a
+#: legal guardian). "mother" and "family" are not checked: a delivery
+#: note's patient is a mother, and "family doctor" or "family history" name
+#: nobody.
+RELATIVES = {
+    "parent": (r"parents?", r"parents?|mother|father|mom|dad"),
+    "father": (r"fathers?|dad", r"fathers?|dad|parents?"),
+    "son": (r"sons?", r"sons?|children|child"),
+    "daughter": (r"daughters?", r"daughters?|children|child"),
+    "sibling": (r"brothers?|sisters?|siblings?", r"brothers?|sisters?|siblings?"),
+    "spouse": (r"wife|wives|husbands?|spouses?", r"wife|wives|husbands?|spouses?|partner"),
+    "grandparent": (r"grand(?:mother|father|parent)s?", r"grand(?:mother|father|parent)s?"),
+    "guardian": (r"guardians?", r"guardians?"),
+    "caregiver": (r"caregivers?|carers?", r"caregivers?|carers?|care givers?"),
+}
+_RELATIVES = {name: (re.compile(rf"\b(?:{out})\b"), re.compile(rf"\b(?:{named})\b"))
+              for name, (out, named) in RELATIVES.items()}
+
 #: A subject pronoun and the next word, for the who-did-it rule.
 _SUBJECT_VERB = re.compile(r"\b(i|he|she|you|we|they)\s+([a-z]{4,})\b")
 
@@ -994,6 +1016,13 @@ def _person_flags(source_norm: str, output: str, output_norm: str, language: str
             detail = f"swapped: input refers to a {'female' if sex == 'male' else 'male'} person" if other_in \
                 else "sex not in input" if third_in else "no third person in input"
             flags.append(FaithfulnessFlag("person", output[m.start():m.end()], m.start(), m.end(), detail))
+    if language == "en":
+        for name, (out, named) in _RELATIVES.items():
+            if named.search(source_norm):
+                continue
+            for m in out.finditer(output_norm):
+                flags.append(FaithfulnessFlag("person", output[m.start():m.end()], m.start(), m.end(),
+                                              f"relative not in input ({name})"))
     # who did it: "I froze a wart on him" -> "he froze a wart on you"
     if language == "en":
         doers: dict[str, set[str]] = {}
