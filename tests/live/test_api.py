@@ -116,7 +116,7 @@ def test_the_glossary_step_runs_after_the_response_on_the_server_make_run_starts
     ``clinical.serve`` with "CurrentThreadExecutor already quit", leaving
     ``wait=false`` translations pending until the sweep and API glossaries
     without the engine's definitions."""
-    answer = "hypertension: Blood pressure that is higher than it should be."
+    answer = "Hypertension: Blood pressure that is higher than it should be."  # a text starts with a capital
     server = daphne_server(INFERENCE_ENGINE="fake", FAKE_ENGINE_ANSWER=answer, FAKE_ENGINE_TOKEN_DELAY_S="0.05")
     api = httpx.Client(base_url=server.base_url + "/api", timeout=60)
     key = make_client()
