@@ -302,6 +302,9 @@ _OPEN_END = re.compile(SENTENCE_END + r"|[,:;\-\u2013\u2014(\[]$")
 
 
 _LOWER_FIRST_WORD = re.compile(r"[a-z]+(?![A-Za-z0-9])")
+#: An answer's text so far that may still be the start of a longer first
+#: word ("p" of "pH", "x" of "x2"): lower-case letters only.
+_OPEN_FIRST_WORD = re.compile(r"[a-z]+")
 
 
 def line_start_capitalized(text: str) -> str:
@@ -327,20 +330,29 @@ class TextJoiner:
     Sentences of one line (separator ``" "``) keep their boundary: where
     the text so far ends without a sentence's end (:data:`SENTENCE_END`)
     and not on a comma, a period goes before the separator, and an answer
-    that then starts with a lower-case letter (and has no copied heading)
+    that then starts with a lower-case word (and has no copied heading)
     gets a capital ("soft, not painful. No enlarged liver", not "soft, not
     painful no enlarged liver"). After an answer cut at the token limit
     the mark is an ellipsis instead ("There is… Stable."), so the cut
     shows. Line breaks are kept as written: notes list findings line by
     line without periods. An answer that starts the text or a line (and
-    has no copied heading) starts with a capital
-    (:func:`line_start_capitalized`).
+    has no copied heading) starts with a capital too. Both capitals follow
+    one rule (:func:`line_start_capitalized`): a first word with a capital
+    or a digit ("pH", "mL", "x2") is left as written.
+
+    That rule reads the answer's whole first word, which the engine may
+    stream in fragments ("p", "H"): an answer that starts with lower-case
+    letters is held back until its first word ends (a space or mark in a
+    later piece, or :meth:`end`), so such a word reaches the screen one
+    token after the engine sent it. TTFT is measured at the engine's first
+    token (``clinical.translation.generation.StreamMeter``), not here.
     """
 
     def __init__(self) -> None:
         self.pieces: list[str] = []
         self._separator = ""
         self._pending = ""
+        self._head = ""  # the answer's first text, held until its first word ends
         self._started = False
         self._prefix = ""
         self._after_cut = False
@@ -348,29 +360,45 @@ class TextJoiner:
     def begin(self, separator: str, prefix: str = "", *, after_cut: bool = False) -> None:
         """A new request starts; its text goes after ``separator`` and
         ``prefix`` (:attr:`TranslationPart.prefix`). ``after_cut``: the
-        previous request's answer stopped at the token limit."""
-        self._separator, self._pending, self._started = separator, "", False
+        previous request's answer stopped at the token limit. The previous
+        request's answer is ended first (:meth:`end`; a caller that streams
+        calls that itself, to stream what it returns)."""
+        self.end()
+        self._separator, self._pending, self._head, self._started = separator, "", "", False
         self._prefix = prefix.lstrip()
         self._after_cut = after_cut
 
     def feed(self, text: str) -> str:
         """The part of ``text`` to stream now (possibly empty)."""
-        if not self._started:
-            text = text.lstrip()
-            if not text:
-                return ""
-            separator = self._separator if self.pieces else ""
-            if not self._prefix and (not self.pieces or "\n" in separator):
-                text = line_start_capitalized(text)
-            if separator == " ":  # the same line: the previous sentence ends here
-                previous = self.pieces[-1]
-                if self._after_cut or not _OPEN_END.search(previous):
-                    separator = ("\u2026" if self._after_cut else ".") + separator
-                if not self._prefix and text[0].islower() and _SENTENCE_END.search(separator.rstrip() or previous):
-                    text = text[0].upper() + text[1:]
-            text, self._started = separator + self._prefix + text, True
-        else:
-            text = self._pending + text
+        if self._started:
+            return self._show(self._pending + text)
+        self._head = (self._head + text).lstrip()
+        if self._prefix or not _OPEN_FIRST_WORD.fullmatch(self._head):
+            return self._start()
+        return ""  # "p" may begin "pH": wait for the word's end
+
+    def end(self) -> str:
+        """The request's answer is complete: the part held back to stream
+        now (a one-word answer such as "stable"), possibly empty."""
+        return "" if self._started else self._start()
+
+    def _start(self) -> str:
+        text, self._head = self._head, ""
+        if not text:
+            return ""
+        separator = self._separator if self.pieces else ""
+        capital = not self._prefix and (not self.pieces or "\n" in separator)
+        if separator == " ":  # the same line: the previous sentence ends here
+            previous = self.pieces[-1]
+            if self._after_cut or not _OPEN_END.search(previous):
+                separator = ("\u2026" if self._after_cut else ".") + separator
+            capital = not self._prefix and bool(_SENTENCE_END.search(separator.rstrip() or previous))
+        if capital:
+            text = line_start_capitalized(text)
+        self._started = True
+        return self._show(separator + self._prefix + text)
+
+    def _show(self, text: str) -> str:
         shown = text.rstrip()
         self._pending = text[len(shown):]
         if shown:
@@ -407,6 +435,7 @@ def translation_parts_join(parts: list[TranslationPart], texts: list[str], *, cu
     for index, (part, text) in enumerate(zip(parts, texts)):
         joiner.begin(part.separator, part.prefix, after_cut=bool(cut) and index > 0 and cut[index - 1])
         joiner.feed(text)
+        joiner.end()
     return joiner.text
 
 

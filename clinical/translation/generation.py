@@ -131,6 +131,9 @@ async def translation_generate(
                     shown = joiner.feed(delta.text) if delta.text else ""
                     if shown and on_token is not None:
                         await on_token(shown)
+                shown = joiner.end()  # a first word held back (TextJoiner) ends with its answer
+                if shown and on_token is not None:
+                    await on_token(shown)
         except asyncio.CancelledError:
             await engine.abort(current)
             meter.finish_reason = "abort"

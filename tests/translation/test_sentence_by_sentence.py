@@ -90,6 +90,7 @@ async def test_sentences_of_one_line_keep_their_boundary_when_an_answer_drops_it
     assert translation_parts_join(parts, ["swelling", "soft,", "no pain"]) == "Swelling\nABDOMEN : soft, no pain"
     assert translation_parts_join(parts, ["swelling", "it is \"soft\"", "no pain"]) == \
         'Swelling\nABDOMEN : it is "soft". No pain'
+    assert translation_parts_join(parts, ["swelling.", "soft.", "pH normal."]) == "Swelling.\nABDOMEN : soft. pH normal."
 
 
 async def test_the_text_and_each_line_start_with_a_capital_but_a_copied_heading_keeps_its_finding_as_written(
@@ -108,6 +109,37 @@ async def test_the_text_and_each_line_start_with_a_capital_but_a_copied_heading_
     assert translation_parts_join(parts, ["pH is normal.", "x2 daily."]) == "pH is normal.\nx2 daily."
     assert line_start_capitalized("  the") == "  the"  # only a text that starts with the word
     assert line_start_capitalized("\"left alone\"") == "\"left alone\""
+
+
+def test_a_first_word_streamed_in_fragments_keeps_its_capital_and_digit():
+    """The engine may send "pH" as "p" then "H": a lower-case start is held
+    until its word ends, so neither the text's start nor a sentence after
+    another on the same line becomes "PH"; a held one-word answer is
+    streamed when it ends."""
+    from clinical.models import TextJoiner
+
+    joiner = TextJoiner()
+    joiner.begin("")
+    assert [joiner.feed(piece) for piece in (" p", "H", " is", " normal.")] == ["", "pH", " is", " normal."]
+    joiner.begin(" ")
+    assert [joiner.feed(piece) for piece in ("m", "L", " given.")] == ["", " mL", " given."]
+    joiner.begin("\n")
+    assert [joiner.feed(piece) for piece in ("the", " dose")] == ["", "\nThe dose"]
+    joiner.begin(" ")
+    assert (joiner.feed("stable"), joiner.end(), joiner.end()) == ("", ". Stable", "")
+    assert joiner.text == "pH is normal. mL given.\nThe dose. Stable"
+
+
+async def test_a_one_word_answer_is_streamed_and_stored_with_its_capital(clinician):
+    seen: list[str] = []
+
+    async def on_token(text: str) -> None:
+        seen.append(text)
+
+    row = await create(clinician, "Stable.")
+    done = await translation_generate(translation=row, engine=FakeEngine(answer="stable"),
+                                      received_ns=time.monotonic_ns(), on_token=on_token)
+    assert seen == ["Stable"] and done.output_text == "Stable"
 
 
 async def test_a_sentence_cut_at_the_token_limit_makes_the_translation_length(clinician):
