@@ -8,6 +8,7 @@ person to mark correct / lossy / wrong.
     .venv/bin/python -m bench hand_sample --third > /tmp/sample3.md
     .venv/bin/python -m bench hand_sample --sample 4 > /tmp/sample4.md
     .venv/bin/python -m bench hand_sample --rest > /tmp/rest.md
+    .venv/bin/python -m bench hand_sample --unchanged > /tmp/unchanged.md
 
 Reads the committed output caches (``docs/quality/quality-report-outputs.jsonl``
 and ``...-examples-outputs.jsonl``); the judgements are written by hand.
@@ -23,6 +24,9 @@ the first two samples': rules were written from rows of the second too),
 and ``--sample 4`` a fourth (:data:`FOURTH_SEED`, none of the first 120:
 rules were written from rows of the third). ``--rest``: the changed rows
 in none of the four (15: the four samples took 160 of the 175).
+``--unchanged``: the rows the clinicians left as written (75), which the
+product may still change, and so damage: judged for what a text adds or
+changes, since the input was plain already.
 """
 
 from __future__ import annotations
@@ -118,6 +122,17 @@ def rest_ids() -> list[tuple[str, str]]:
             + [("B", i) for i in sorted((i for i in changed if i not in half_a), key=int)])
 
 
+def unchanged_ids() -> list[tuple[str, str]]:
+    """``[(fold, ID)]``: every row whose clinicians' rewrite is the input
+    as written (:func:`inference.examples.normalise` equal), fold A first,
+    in ID order per fold."""
+    rows, _ = laymaker_rows()
+    half_a, _ = crossfit_folds(r["ID"] for r in rows)
+    same = [r["ID"] for r in rows if normalise(r["ORIGINAL"]) == normalise(r["REFERENCE"])]
+    return ([("A", i) for i in sorted((i for i in same if i in half_a), key=int)]
+            + [("B", i) for i in sorted((i for i in same if i not in half_a), key=int)])
+
+
 def held_out_ids() -> list[tuple[str, str]]:
     """The second sample: 40 changed rows, none of :func:`sample_ids`' 40."""
     return nth_sample_ids(2)
@@ -166,9 +181,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="sample N (2 is --held-out, 3 is --third), none of the samples before it")
     parser.add_argument("--rest", action="store_true",
                         help="the changed rows in none of the samples, as a table to judge")
+    parser.add_argument("--unchanged", action="store_true",
+                        help="the rows the clinicians left as written, as a table to judge")
     args = parser.parse_args(argv)
-    if args.rest:
-        print(held_out_table(rest_ids()))
+    if args.rest or args.unchanged:
+        print(held_out_table(rest_ids() if args.rest else unchanged_ids()))
         return 0
     number = args.sample or (3 if args.third else 2 if args.held_out else None)
     if number:

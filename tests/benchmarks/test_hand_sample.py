@@ -73,3 +73,15 @@ def test_the_rest_is_every_changed_row_in_no_sample(capsys):
     assert hand_sample.main(["--rest"]) == 0
     table_ids = [line.strip("|").split()[0] for line in capsys.readouterr().out.strip().splitlines()[2:]]
     assert table_ids == [row_id for _, row_id in rest]
+
+
+def test_the_unchanged_table_is_every_row_the_clinicians_left_as_written(capsys):
+    unchanged = hand_sample.unchanged_ids()
+    rows = {r["ID"]: r for r in laymaker_rows()[0]}
+    half_a, _ = crossfit_folds(rows)
+    same = {i for i, r in rows.items() if normalise(r["ORIGINAL"]) == normalise(r["REFERENCE"])}
+    assert {row_id for _, row_id in unchanged} == same and len(unchanged) == len(same) > 0
+    assert all((row_id in half_a) == (fold == "A") for fold, row_id in unchanged)
+    assert hand_sample.main(["--unchanged"]) == 0
+    table_ids = [line.strip("|").split()[0] for line in capsys.readouterr().out.strip().splitlines()[2:]]
+    assert table_ids == [row_id for _, row_id in unchanged]
