@@ -163,6 +163,29 @@ def rerun_records(path: Path, *, variant: list, threshold: float) -> dict[str, d
     return found
 
 
+def rerun_records_reused(path: Path, *, variant: list, threshold: float, fast: dict[str, dict],
+                         passes) -> dict[str, dict]:
+    """Re-run results of ``path`` made at other thresholds that stand for
+    ``threshold``, by row ID: a row's re-run does not depend on the gate's
+    threshold (which only chooses the rows sent), so a record of the same
+    cluster ``variant`` whose fast text is the row's (``fast[ID]["output"]``)
+    and whose kept text the checks judge as the record says
+    (``passes(ID, text) == record["passed"]``) is taken, with
+    ``threshold`` set and ``reused_from`` naming the threshold it was made
+    at (the last such line wins). A check relaxed since it was made could
+    let a fresh run keep another candidate: run without ``--resume`` then."""
+    found: dict[str, dict] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            if row.get("variant") != variant or row.get("threshold") == threshold or row["id"] not in fast:
+                continue
+            if row["fast"] == fast[row["id"]]["output"] and passes(row["id"], row["text"]) == row["passed"]:
+                found[row["id"]] = {**row, "threshold": threshold,
+                                    "reused_from": row.get("reused_from", row["threshold"])}
+    return found
+
+
 def gate_arguments(parser, *, prompt_version: str) -> None:
     """The arguments naming the cached fast outputs and the gate
     (:func:`gated_rows`), plus ``--limit``, ``--threads`` and ``--resume``."""
@@ -202,6 +225,21 @@ def main(argv: list[str] | None = None) -> int:
     to_run = gated[:args.limit] if args.limit else gated
     cache = Path(f"{args.out}-rows.jsonl")
     done = rerun_records(cache, variant=gate.variant, threshold=threshold) if args.resume else {}
+    if args.resume:
+        from clinical.quality.measure import output_quality
+
+        def passes(row_id: str, text: str) -> bool:
+            result = output_quality(input_text=by_id[row_id]["ORIGINAL"], output_text=text, language="en")
+            return result.safety.passed and result.faithfulness.passed
+
+        reused = rerun_records_reused(cache, variant=gate.variant, threshold=threshold, fast=fast, passes=passes)
+        reused = {i: {**reused[i], "fast_failed": gate.failed(i)} for i in to_run if i not in done and i in reused}
+        if reused:
+            with open(cache, "a", encoding="utf-8") as out:
+                for record in reused.values():
+                    out.write(json.dumps(record) + "\n")
+            print(f"{len(reused)} re-runs made at another threshold reused", flush=True)
+        done.update(reused)
     todo = [i for i in to_run if i not in done]
     if todo:
         engine = create_engine(EngineConfig(engine="llamacpp", threads=args.threads))

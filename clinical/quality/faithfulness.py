@@ -225,6 +225,7 @@ def _numbers(norm: str, language: str, *, output: bool) -> list[tuple[int, int, 
 
 
 _UNIT_PATTERNS: dict[str, tuple[re.Pattern, re.Pattern]] | None = None
+_QUOTE_MARKS = ("''", '"')
 
 
 def _unit_patterns() -> dict[str, tuple[re.Pattern, re.Pattern]]:
@@ -234,9 +235,11 @@ def _unit_patterns() -> dict[str, tuple[re.Pattern, re.Pattern]]:
 
         patterns = {}
         for key, (_, input_re, forms) in UNITS.items():
-            alternatives = sorted({normalize(f) for f in forms}, key=len, reverse=True)
-            # single letters ("g", "l", "u", "h") are units only glued to the number or before a "/"
-            out = r"\s*-?\s*(?:" + "|".join(re.escape(a) for a in alternatives if len(a) > 1) + r")(?![a-z])"
+            # Single letters ("g", "l", "u", "h") are units only glued to the number or before a "/";
+            # an inch mark ('' or ") is one only in the input: in an output it is as often a closing quote.
+            alternatives = sorted({normalize(f) for f in forms if len(f) > 1 and f not in _QUOTE_MARKS},
+                                  key=len, reverse=True)
+            out = r"\s*-?\s*(?:" + "|".join(re.escape(a) for a in alternatives) + r")(?![a-z])"
             patterns[key] = (re.compile(out), re.compile(r"\d\s*-?\s*(?:" + input_re + r")(?![a-z])",
                                                          re.IGNORECASE))
         _UNIT_PATTERNS = patterns

@@ -36,6 +36,10 @@ UNITS: dict[str, tuple[str, str, tuple[str, ...]]] = {
            ("mm", "millimeter", "millimeters", "millimetre", "millimetres", "milimetro", "milimetros")),
     "cm": ("measurement", r"cm|centimeters?|centimetres?",
            ("cm", "centimeter", "centimeters", "centimetre", "centimetres", "centimetro", "centimetros")),
+    # Imperial lengths and weights (US notes): 5'2" is five feet two inches.
+    "inch": ("measurement", r"inch(?:es)?|''|\"", ("inch", "inches", "''", '"', "pulgada", "pulgadas")),
+    "foot": ("measurement", r"feet|foot|ft|'(?!')", ("foot", "feet", "ft", "'", "pie", "pies")),
+    "ounce": ("measurement", r"ounces?|oz", ("ounce", "ounces", "oz", "onza", "onzas")),
     "kg": ("measurement", r"kg|kilograms?|kilos?", ("kg", "kilogram", "kilograms", "kilo", "kilos",
                                                    "kilogramo", "kilogramos")),
     "lb": ("measurement", r"lbs?|pounds?", ("lb", "lbs", "pound", "pounds", "libra", "libras")),
