@@ -110,27 +110,29 @@ def nth_sample_ids(n: int) -> list[tuple[str, str]]:
     return ids
 
 
+def _rows_by_fold(keep) -> list[tuple[str, str]]:
+    """``[(fold, ID)]``: the laymaker rows for which ``keep(row)`` is true,
+    fold A first, in ID order per fold."""
+    rows, _ = laymaker_rows()
+    half_a, _ = crossfit_folds(r["ID"] for r in rows)
+    kept = [r["ID"] for r in rows if keep(r)]
+    return ([("A", i) for i in sorted((i for i in kept if i in half_a), key=int)]
+            + [("B", i) for i in sorted((i for i in kept if i not in half_a), key=int)])
+
+
 def rest_ids() -> list[tuple[str, str]]:
     """``[(fold, ID)]``: every changed row in none of the samples of
     :data:`SEEDS` (the last few never read), fold A first, in ID order per
     fold."""
     seen = {row_id for n in range(1, len(SEEDS) + 1) for _, row_id in nth_sample_ids(n)}
-    rows, _ = laymaker_rows()
-    half_a, _ = crossfit_folds(r["ID"] for r in rows)
-    changed = [r["ID"] for r in rows if normalise(r["ORIGINAL"]) != normalise(r["REFERENCE"]) and r["ID"] not in seen]
-    return ([("A", i) for i in sorted((i for i in changed if i in half_a), key=int)]
-            + [("B", i) for i in sorted((i for i in changed if i not in half_a), key=int)])
+    return _rows_by_fold(lambda r: normalise(r["ORIGINAL"]) != normalise(r["REFERENCE"]) and r["ID"] not in seen)
 
 
 def unchanged_ids() -> list[tuple[str, str]]:
     """``[(fold, ID)]``: every row whose clinicians' rewrite is the input
     as written (:func:`inference.examples.normalise` equal), fold A first,
     in ID order per fold."""
-    rows, _ = laymaker_rows()
-    half_a, _ = crossfit_folds(r["ID"] for r in rows)
-    same = [r["ID"] for r in rows if normalise(r["ORIGINAL"]) == normalise(r["REFERENCE"])]
-    return ([("A", i) for i in sorted((i for i in same if i in half_a), key=int)]
-            + [("B", i) for i in sorted((i for i in same if i not in half_a), key=int)])
+    return _rows_by_fold(lambda r: normalise(r["ORIGINAL"]) == normalise(r["REFERENCE"]))
 
 
 def held_out_ids() -> list[tuple[str, str]]:

@@ -166,7 +166,7 @@ def rerun_records(path: Path, *, variant: list, threshold: float) -> dict[str, d
 def rerun_records_reused(path: Path, *, variant: list, threshold: float, fast: dict[str, dict],
                          passes) -> dict[str, dict]:
     """Re-run results of ``path`` made at other thresholds that stand for
-    ``threshold``, by row ID: a row's re-run does not depend on the gate's
+    ``threshold``, by row ID, for the rows of ``fast`` only: a row's re-run does not depend on the gate's
     threshold (which only chooses the rows sent), so a record of the same
     cluster ``variant`` whose fast text is the row's (``fast[ID]["output"]``)
     and whose kept text the checks judge as the record says
@@ -232,8 +232,9 @@ def main(argv: list[str] | None = None) -> int:
             result = output_quality(input_text=by_id[row_id]["ORIGINAL"], output_text=text, language="en")
             return result.safety.passed and result.faithfulness.passed
 
-        reused = rerun_records_reused(cache, variant=gate.variant, threshold=threshold, fast=fast, passes=passes)
-        reused = {i: {**reused[i], "fast_failed": gate.failed(i)} for i in to_run if i not in done and i in reused}
+        wanted = {i: fast[i] for i in to_run if i not in done}  # only these rows' records are checked
+        reused = rerun_records_reused(cache, variant=gate.variant, threshold=threshold, fast=wanted, passes=passes)
+        reused = {i: {**record, "fast_failed": gate.failed(i)} for i, record in reused.items()}
         if reused:
             with open(cache, "a", encoding="utf-8") as out:
                 for record in reused.values():
