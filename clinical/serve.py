@@ -24,7 +24,11 @@ new translations refused with ``draining``), lets streams finish for up to
 ``DRAIN_TIMEOUT_S``, then cancels and records the rest, closes every socket
 with 1012 and exits 0 (:func:`clinical.runtime.drain.drain_run`). A second signal
 stops at once (streams then left pending are finalised by another
-replica's sweep).
+replica's sweep). Either way the process ends only when the engine's
+thread has finished the step it is in: on llama.cpp during the cluster
+warm-up, that is one prefix evaluation, which llama.cpp cannot stop (the
+default model on two cores: exit 6.1 s after SIGTERM with nothing to
+drain, 2026-11-27).
 """
 
 from __future__ import annotations
