@@ -1,0 +1,364 @@
+"""``python -m bench self_check``: does the model itself, asked whether a
+rewrite keeps the clinical sentence's meaning, rank wrong rewrites below
+the rest, and would that make a better gate than the confidence?
+
+The gate re-runs an output that fails a check or whose confidence (the
+mean token probability, :mod:`inference.confidence`) is below the
+calibrated threshold. The hand-judged tables find wrong texts the checks
+miss (a term given a wrong meaning, a finding reversed) and the confidence
+ranks them poorly. This benchmark asks the default model one yes/no
+question per (input, rewrite) pair (:data:`QUESTION`, greedy, the first
+answer token's top logprobs) and scores ``P(yes) / (P(yes) + P(no))``.
+
+Rows, both from the committed files (no generation here):
+
+* every (input, text, verdict) the hand-judged tables hold
+  (``docs/quality/hand-judged.md``, :func:`hand_labels`), whichever prompt
+  made the text;
+* the cross-fitted fast texts of ``--prompt-version`` (``--outputs``),
+  with the verdict their text was given, where the tables judged it.
+
+Reported: the AUROC of wrong against correct or lossy (sklearn's
+``roc_auc_score``) for the self-check and for the confidence, per fold of
+the one cross-fitting split; and the gate on the fast texts as it is
+(failed check or confidence below the calibrated threshold) beside a gate
+that replaces the confidence with the self-check: failed check or
+``P(yes)`` below the highest threshold whose re-run rate stays within
+the current gate's (chosen from the rates alone, no verdict read). The
+verdicts then say how many wrong fast texts each gate sends to the re-run.
+The failed checks come from ``bench rerun_fix``'s rows of the calibrated
+threshold (``--rerun-rows``).
+
+Writes ``<out>/self-check.json`` and ``.md``.
+
+    .venv/bin/python -m bench self_check
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import time
+from pathlib import Path
+
+from bench.quality import CROSSFIT_CLUSTER_VERSION, laymaker_rows
+from bench.reports import report_write
+
+ROOT = Path(__file__).resolve().parent.parent
+VERDICTS = ("correct", "lossy", "wrong")
+SYSTEM = "You check plain-language rewrites of sentences from clinical notes before a patient reads them."
+QUESTION = ("Does the rewrite say the same thing as the clinical sentence, with no fact added, dropped or "
+            "changed? Answer Yes or No.\n\nClinical sentence: {input}\nRewrite: {text}")
+#: The second wording measured (docs/quality/self-check.md): worse, kept for the record.
+QUESTION_WRONG = ("Is anything in the rewrite wrong, that is, does it state something the clinical sentence "
+                  "does not say, or give a medical term a wrong meaning? Answer Yes or No.\n\n"
+                  "Clinical sentence: {input}\nRewrite: {text}")
+#: Cells that name the re-run's candidate rather than hold a text.
+_CANDIDATE_CELLS = {"sampled", "retrieved_examples", "span_replacement", "full_precision", "–", "-"}
+_BOLD = re.compile(r"^\*\*(correct|lossy|wrong)\*\*")
+_PLAIN = re.compile(r"^(correct|lossy|wrong)\b")
+_FAST_AND_DELIVERED = re.compile(r"fast \*\*(\w+)\*\*.*?delivered \*\*(\w+)\*\*")
+_ROW_ID = re.compile(r"(?:\d+ / )?(\d+)")
+
+
+def hand_labels(markdown: str, ids: set[str]) -> dict[tuple[str, str], str]:
+    """Every judged text of the hand-judged tables: ``{(laymaker ID, text):
+    verdict}``, verdict one of :data:`VERDICTS`.
+
+    A verdict cell (``**wrong**: reason``, or a bare ``wrong`` under a
+    ``verdict`` header) judges the text cell before it, skipping a cell
+    that names a re-run candidate; a ``fast verdict`` / ``delivered
+    verdict`` header judges the ``fast text`` / ``delivered`` column; a
+    cell ``fast **X**, delivered **Y**`` judges both columns. Rows whose
+    first cell is not a laymaker ID in ``ids`` (``12 (A)`` or ``3 / 12 (A)``)
+    are skipped, and so is a text judged differently in two places.
+    """
+    found: dict[tuple[str, str], set[str]] = {}
+    header: list[str] | None = None
+    for line in markdown.splitlines():
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header = [c.lower() for c in cells]
+            continue
+        match = _ROW_ID.match(cells[0])
+        if not match or match.group(1) not in ids:
+            continue
+        row_id = match.group(1)
+
+        def column(prefix: str) -> int | None:
+            return next((j for j, name in enumerate(header) if name.startswith(prefix)), None)
+
+        def add(index: int | None, verdict: str) -> None:
+            if index is None or index >= len(cells):
+                return
+            text = cells[index].replace("\\|", "|")
+            if len(text) < 3 or text in _CANDIDATE_CELLS or "**" in text or text.startswith(("...", "…")):
+                return
+            found.setdefault((row_id, text), set()).add(verdict)
+
+        for i, cell in enumerate(cells):
+            name = header[i] if i < len(header) else ""
+            both = _FAST_AND_DELIVERED.search(cell)
+            if both:
+                add(column("fast text"), both.group(1))
+                add(column("delivered"), both.group(2))
+                continue
+            verdict = _BOLD.match(cell) or (_PLAIN.match(cell) if "verdict" in name else None)
+            if not verdict:
+                continue
+            if name in ("fast verdict", "delivered verdict"):
+                add(column("fast text" if name == "fast verdict" else "delivered"), verdict.group(1))
+                continue
+            j = i - 1
+            while j > 0 and (cells[j] in _CANDIDATE_CELLS or header[j].startswith(("kept", "re-run kept"))):
+                j -= 1
+            if j >= 1 and not _BOLD.match(cells[j]):
+                add(j, verdict.group(1))
+    return {key: verdicts.pop() for key, verdicts in found.items() if len(verdicts) == 1}
+
+
+def yes_probability(top_logprobs: list[dict]) -> float:
+    """``P(yes) / (P(yes) + P(no))`` from the first answer token's top
+    logprobs (llama-cpp-python's ``[{"token": " Yes", "logprob": -0.1},
+    ...]``), case and spaces ignored; 0.5 when neither is among them."""
+    mass = {"yes": 0.0, "no": 0.0}
+    for entry in top_logprobs:
+        token = entry["token"].strip().lower()
+        if token in mass:
+            mass[token] += math.exp(entry["logprob"])
+    total = mass["yes"] + mass["no"]
+    return mass["yes"] / total if total > 0 else 0.5
+
+
+def rate_bounded_threshold(scores: dict[str, float], failing: set[str], max_rate: float) -> float:
+    """The highest ``t`` among the scores (and 0.0) such that re-running
+    ``failing`` plus every row with a score below ``t`` stays within
+    ``max_rate`` of the rows (0-1). Reads no verdict."""
+    best = 0.0
+    for t in sorted(set(scores.values())):
+        sent = failing | {row for row, s in scores.items() if s < t}
+        if len(sent) / len(scores) <= max_rate:
+            best = t
+    return best
+
+
+def auroc(wrong: list[bool], badness: list[float]) -> float | None:
+    """AUROC of ``badness`` for ``wrong`` rows (sklearn), ``None`` with one class."""
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(wrong, badness)) if 0 < sum(wrong) < len(wrong) else None
+
+
+def _judge(llm, pairs: list[dict], question: str) -> list[float]:
+    scores = []
+    for pair in pairs:
+        answer = llm.create_chat_completion(
+            messages=[{"role": "system", "content": SYSTEM},
+                      {"role": "user", "content": question.format(input=pair["input"], text=pair["text"])}],
+            max_tokens=1, temperature=0.0, logprobs=True, top_logprobs=20)
+        scores.append(yes_probability(answer["choices"][0]["logprobs"]["content"][0]["top_logprobs"]))
+    return scores
+
+
+def _score(args, inputs: dict[str, str], labels: dict, fast: dict) -> tuple[list[dict], list[dict], float]:
+    """Every judged text and every fast text with its ``p_yes``, and the
+    time per pair (ms), on the default model through llama.cpp."""
+    from llama_cpp import Llama
+
+    from inference.models import default_gguf_path
+
+    question = QUESTION if args.question == "keep" else QUESTION_WRONG
+    llm = Llama(model_path=str(default_gguf_path()), n_ctx=2048, n_threads=args.threads, logits_all=True,
+                verbose=False)
+    judged = [{"id": i, "input": inputs[i], "text": t, "verdict": v} for (i, t), v in sorted(labels.items())]
+    fast_pairs = [{"id": i, "input": inputs[i], "text": r["output"], "confidence": r["confidence"],
+                   "fold": r["fold"], "verdict": labels.get((i, r["output"].strip()))} for i, r in sorted(fast.items())]
+    start = time.perf_counter()
+    for pair, score in zip(judged + fast_pairs, _judge(llm, judged + fast_pairs, question)):
+        pair["p_yes"] = round(score, 4)
+    return judged, fast_pairs, round((time.perf_counter() - start) * 1000 / (len(judged) + len(fast_pairs)), 1)
+
+
+def analyse(judged: list[dict], fast_pairs: list[dict], *, failing: set[str], threshold: float,
+            resamples: int = 2000, seed: int = 22) -> dict:
+    """The figures of the report from scored pairs (``p_yes`` set; fast
+    pairs also ``confidence``, ``fold``, ``verdict`` or ``None``).
+
+    ``auroc``: self-check and confidence per fold; ``difference``: the
+    self-check's AUROC minus the confidence's on the judged fast texts with
+    a 95 % percentile interval over ``resamples`` row resamples (``seed``);
+    ``within_row``: of the judged texts of one row, pairs of a wrong and a
+    correct or lossy text, and how often the wrong one scores lower (would
+    the self-check pick among the re-run's candidates);
+    ``gates``: re-runs and wrong fast texts sent, for today's gate
+    (``failing`` or confidence below ``threshold``), the self-check gate at
+    the same re-run rate (:func:`rate_bounded_threshold`) and the failed
+    checks alone.
+    """
+    import random
+
+    labelled = [p for p in fast_pairs if p["verdict"]]
+    measures = {"self_check": lambda p: 1 - p["p_yes"], "confidence": lambda p: 1 - p["confidence"]}
+    ranking = {}
+    for name, badness in measures.items():
+        ranking[name] = {scope: auroc([p["verdict"] == "wrong" for p in subset], [badness(p) for p in subset])
+                         for scope, subset in (("both folds", labelled),
+                                               *((f"fold {f}", [p for p in labelled if p["fold"] == f]) for f in "AB"))}
+    ranking["self_check_all_judged_texts"] = auroc([p["verdict"] == "wrong" for p in judged],
+                                                   [1 - p["p_yes"] for p in judged])
+    rng = random.Random(seed)
+    differences = []
+    for _ in range(resamples):
+        sample = [rng.choice(labelled) for _ in labelled]
+        wrong = [p["verdict"] == "wrong" for p in sample]
+        a, b = (auroc(wrong, [badness(p) for p in sample]) for badness in measures.values())
+        if a is not None and b is not None:
+            differences.append(a - b)
+    differences.sort()
+    interval = [round(differences[int(0.025 * len(differences))], 3),
+                round(differences[int(0.975 * len(differences)) - 1], 3)]
+    now = {p["id"] for p in fast_pairs if p["confidence"] < threshold} | failing
+    scores = {p["id"]: p["p_yes"] for p in fast_pairs}
+    t_self = rate_bounded_threshold(scores, failing, len(now) / len(fast_pairs))
+    swapped = failing | {i for i, s in scores.items() if s < t_self}
+    wrong = {p["id"] for p in labelled if p["verdict"] == "wrong"}
+    gates = [
+        {"gate": f"failed check or confidence < {threshold} (today)", "sent": sorted(now)},
+        {"gate": f"failed check or self-check P(yes) < {t_self}", "sent": sorted(swapped)},
+        {"gate": "failed check alone", "sent": sorted(failing)},
+    ]
+    for gate in gates:
+        gate.update(rerun=len(gate["sent"]), wrong_sent=len(wrong & set(gate["sent"])))
+    by_row: dict[str, list[dict]] = {}
+    for pair in judged:
+        by_row.setdefault(pair["id"], []).append(pair)
+    pairs = [(w["p_yes"], o["p_yes"]) for texts in by_row.values() for w in texts if w["verdict"] == "wrong"
+             for o in texts if o["verdict"] != "wrong"]
+    within_row = {"pairs": len(pairs), "rows": sum(1 for texts in by_row.values()
+                                                   if {"wrong"} < {t["verdict"] for t in texts}),
+                  "wrong_below": sum(w < o for w, o in pairs), "ties": sum(w == o for w, o in pairs)}
+    return {"threshold": threshold, "self_check_threshold": t_self, "within_row": within_row,
+            "judged_texts": len(judged), "judged_by_verdict": {v: sum(p["verdict"] == v for p in judged) for v in VERDICTS},
+            "fast_texts": len(fast_pairs), "fast_texts_judged": len(labelled), "fast_wrong": len(wrong),
+            "auroc": ranking, "difference": {"self_check_minus_confidence": round(ranking["self_check"]["both folds"]
+                                                                               - ranking["confidence"]["both folds"], 3),
+                                             "interval_95": interval, "resamples": resamples, "seed": seed},
+            "gates": gates}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench self_check", description=__doc__.splitlines()[0])
+    parser.add_argument("--outputs", default="docs/quality/quality-report-examples-outputs.jsonl")
+    parser.add_argument("--prompt-version", default=CROSSFIT_CLUSTER_VERSION)
+    parser.add_argument("--rerun-rows", default="docs/quality/rerun-fix-rows.jsonl")
+    parser.add_argument("--hand-judged", default="docs/quality/hand-judged.md")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--question", choices=("keep", "wrong"), default="keep")
+    parser.add_argument("--out", default="docs/quality")
+    parser.add_argument("--reuse", action="store_true", help="the scores of the last run's JSON, no model")
+    args = parser.parse_args(argv)
+    from clinical.quality.gate import calibrated_threshold
+    from inference.models import DEFAULT_GGUF_NAME
+
+    rows, _ = laymaker_rows()
+    inputs = {row["ID"]: row["ORIGINAL"] for row in rows}
+    labels = hand_labels((ROOT / args.hand_judged).read_text(encoding="utf-8"), set(inputs))
+    fast = {}
+    for line in (ROOT / args.outputs).read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record["prompt_version"] == args.prompt_version:
+            fast[record["key"].removeprefix("laymaker-")] = record
+    threshold = calibrated_threshold(DEFAULT_GGUF_NAME, args.prompt_version)
+    gated = [json.loads(line) for line in (ROOT / args.rerun_rows).read_text(encoding="utf-8").splitlines()]
+    gated = [r for r in gated if r["threshold"] == threshold and r["variant"][-1] == "h"]
+    failing = {r["id"] for r in gated if r["fast_failed"]}
+
+    name = "self-check" if args.question == "keep" else "self-check-wrong"
+    if args.reuse:
+        previous = json.loads((ROOT / args.out / f"{name}.json").read_text(encoding="utf-8"))
+        judged, fast_pairs, ms_per_pair = previous["judged"], previous["fast"], previous["ms_per_pair"]
+        command = previous["command"]
+    else:
+        judged, fast_pairs, ms_per_pair = _score(args, inputs, labels, fast)
+        command = "python -m bench self_check " + " ".join(argv or [])
+    report = analyse(judged, fast_pairs, failing=failing, threshold=threshold)
+    report.update({"command": command.strip(), "system": SYSTEM,
+                   "question": QUESTION if args.question == "keep" else QUESTION_WRONG,
+                   "model": DEFAULT_GGUF_NAME, "prompt_version": args.prompt_version, "ms_per_pair": ms_per_pair,
+                   "fast": fast_pairs, "judged": judged})
+    path = report_write(ROOT / args.out, name, report, render(report))
+    print(path)
+    return 0
+
+
+def _fmt(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def render(report: dict) -> str:
+    """The Markdown report of :func:`main`'s ``report``."""
+    r = report["auroc"]
+    lines = [
+        "# The model's self-check as the gate's measure",
+        "",
+        f"Command: `{report['command'].strip()}`. Model {report['model']} (llama.cpp, greedy, one answer token). "
+        f"Fast texts: prompt `{report['prompt_version']}`, cross-fitted, the gate's calibrated threshold "
+        f"{report['threshold']}. {report['ms_per_pair']} ms per pair on this machine.",
+        "",
+        f"System: \"{report['system']}\"  ",
+        "User: \"" + report["question"].replace("\n", " ") + "\"",
+        "",
+        "## How well each measure ranks wrong texts below correct and lossy ones (AUROC, 0.5 = chance)",
+        "",
+        "| texts | self-check | confidence |",
+        "|---|---|---|",
+    ]
+    for scope in ("both folds", "fold A", "fold B"):
+        lines.append(f"| the {report['fast_texts_judged']} judged fast texts of {report['fast_texts']}, {scope} | "
+                     f"{_fmt(r['self_check'][scope])} | {_fmt(r['confidence'][scope])} |")
+    by = report["judged_by_verdict"]
+    d = report["difference"]
+    lines += [f"| every judged text of the tables ({report['judged_texts']}: {by['correct']} correct, {by['lossy']} "
+              f"lossy, {by['wrong']} wrong; any prompt) | {_fmt(r['self_check_all_judged_texts'])} | – |", "",
+              f"Self-check minus confidence on the judged fast texts: {d['self_check_minus_confidence']:+.3f} "
+              f"(95 % interval {d['interval_95'][0]:+.3f} to {d['interval_95'][1]:+.3f}, {d['resamples']} row "
+              f"resamples, seed {d['seed']}).", "",
+              f"Within a row (the choice the re-run makes among candidates): of {report['within_row']['pairs']} "
+              f"pairs of a wrong and a correct or lossy text of the same input ({report['within_row']['rows']} rows), "
+              f"the wrong one scores lower in {report['within_row']['wrong_below']} "
+              f"({report['within_row']['ties']} ties).", "",
+              f"## The gate on the {report['fast_texts']} fast texts ({report['fast_wrong']} judged wrong)", "",
+              "| gate | re-run | wrong fast texts sent to the re-run |", "|---|---|---|"]
+    for gate in report["gates"]:
+        lines.append(f"| {gate['gate']} | {gate['rerun']} ({gate['rerun'] / report['fast_texts']:.1%}) | "
+                     f"{gate['wrong_sent']} of {report['fast_wrong']} |")
+    lines += [
+        "",
+        "## Limits",
+        "",
+        "- The verdicts are one reader's, not blind, from the tables in hand-judged.md (texts of several prompt "
+        "versions; a text judged differently in two places is left out). The question's wording was the first "
+        "one tried; the second (`--question wrong`, \"Is anything in the rewrite wrong ...\") ranked the judged "
+        "texts at about 0.6 and is not the one reported.",
+        "- The self-check threshold is chosen from the re-run rate alone (the highest that re-runs no more than "
+        "today's gate), so the wrong texts it sends are counted, not fitted; the rows are the same ones the "
+        "confidence's threshold was calibrated on.",
+        "- Not in the product: the gate still uses the confidence. Sending a wrong text to the re-run helps only "
+        "if the re-run then keeps another text; on a CPU its first candidate repeats the fast text and passes "
+        "the checks, so the re-run's choice needs the self-check too (the within-row figure above).",
+        f"- Cost: one more prompt per translation ({report['ms_per_pair']} ms per pair here, llama.cpp with "
+        "`logits_all`, the system prompt reused from the previous pair).",
+    ]
+    lines += ["", "## Wrong fast texts and their scores", "", "| ID | fast text | confidence | P(yes) |", "|---|---|---|---|"]
+    for p in sorted((p for p in report["fast"] if p["verdict"] == "wrong"), key=lambda p: p["p_yes"]):
+        lines.append(f"| {p['id']} | {p['text'].replace('|', '/')} | {p['confidence']:.3f} | {p['p_yes']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

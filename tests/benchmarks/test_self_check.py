@@ -1,0 +1,88 @@
+"""``python -m bench self_check``'s parts that read no model: the verdicts
+it takes from the hand-judged tables, the yes/no probability and the
+re-run-rate-bounded threshold."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import self_check
+
+TABLES = """\
+| ID (fold) | input | clinicians' reference | fast text | verdict | retrieved examples | verdict |
+|---|---|---|---|---|---|---|
+| 13 (B) | The tone is characterized by paratonia . | ref | The feeling is weak. | **wrong**: tone read as feeling | The tone is stiffness . | **lossy**: approximated |
+
+| ID | fast (cluster prefixes) | verdict | kept by the re-run | re-run text | verdict |
+|---|---|---|---|---|---|
+| 44 | CC : stable speech | wrong | span_replacement | CC : loss of expressive speech . | **correct**: all said |
+
+| ID (fold) | input | fast text | re-run kept | delivered | fast verdict | delivered verdict |
+|---|---|---|---|---|---|---|
+| 3 / 35 (B) | The patient denies any illness . | The patient says he is well. | – | The patient denies any illness . | **wrong**: 'he' invented | **correct**: copied |
+
+| ID (fold) | input | clinicians' reference | fast text | re-run kept | delivered | verdict |
+|---|---|---|---|---|---|---|
+| 136 (B) | Headaches , full subtemporal site . | ref | headaches in the back of the head. | retrieved_examples | headaches , full head area . | fast **wrong**, delivered **lossy**: site lost |
+| 13 (B) | The tone is characterized by paratonia . | ref | The feeling is weak. | – | The feeling is weak. | **lossy**: judged again, otherwise |
+| 999 (A) | not a laymaker row | ref | text | – | text | **wrong**: skipped |
+"""
+
+
+def test_every_judged_text_gets_its_own_verdict_and_contradictions_are_dropped():
+    labels = self_check.hand_labels(TABLES, {"13", "35", "44", "136"})
+
+    assert labels == {
+        ("13", "The tone is stiffness ."): "lossy",
+        ("44", "CC : stable speech"): "wrong",
+        ("44", "CC : loss of expressive speech ."): "correct",
+        ("35", "The patient says he is well."): "wrong",
+        ("35", "The patient denies any illness ."): "correct",
+        ("136", "headaches in the back of the head."): "wrong",
+        ("136", "headaches , full head area ."): "lossy",
+    }  # "The feeling is weak." was judged wrong, then lossy: dropped
+
+
+def test_the_committed_tables_yield_wrong_texts_of_real_rows():
+    markdown = (Path(self_check.ROOT) / "docs/quality/hand-judged.md").read_text(encoding="utf-8")
+    labels = self_check.hand_labels(markdown, {str(i) for i in range(1, 251)})
+
+    verdicts = list(labels.values())
+    assert len(labels) > 300 and verdicts.count("wrong") > 40
+    assert labels[("141", "the liver is not working as well as it should")] == "wrong"
+
+
+def test_yes_probability_adds_the_spellings_of_yes_and_no():
+    top = [{"token": "Yes", "logprob": -0.5}, {"token": " yes", "logprob": -3.0},
+           {"token": "No", "logprob": -1.5}, {"token": "Maybe", "logprob": -0.1}]
+
+    p_yes = 0.6065307 + 0.0497871
+    assert self_check.yes_probability(top) == pytest.approx(p_yes / (p_yes + 0.2231302))
+    assert self_check.yes_probability([{"token": "Maybe", "logprob": 0.0}]) == 0.5
+
+
+def test_the_threshold_is_the_highest_that_keeps_the_rerun_rate():
+    scores = {"a": 0.1, "b": 0.2, "c": 0.3, "d": 0.9, "e": 0.95}
+
+    # "a" fails a check anyway; below 0.3 adds "b": 2 of 5 = 40 %
+    assert self_check.rate_bounded_threshold(scores, {"a"}, 0.4) == 0.3
+    assert self_check.rate_bounded_threshold(scores, {"a"}, 0.2) == 0.2  # below 0.2: only "a"
+    assert self_check.rate_bounded_threshold(scores, {"a", "d"}, 0.2) == 0.0
+
+
+def test_the_committed_report_is_what_its_committed_scores_give(tmp_path):
+    committed = Path(self_check.ROOT) / "docs/quality/self-check.json"
+    (tmp_path / "self-check.json").write_text(committed.read_text(encoding="utf-8"), encoding="utf-8")
+
+    assert self_check.main(["--reuse", "--out", str(tmp_path)]) == 0
+
+    rebuilt = json.loads((tmp_path / "self-check.json").read_text(encoding="utf-8"))
+    before = json.loads(committed.read_text(encoding="utf-8"))
+    for key in ("auroc", "difference", "gates", "within_row", "self_check_threshold", "fast_wrong"):
+        assert rebuilt[key] == before[key]
+    today, swapped, checks_alone = rebuilt["gates"]
+    assert swapped["rerun"] <= today["rerun"] and checks_alone["rerun"] <= swapped["rerun"]
+    assert set(checks_alone["sent"]) <= set(swapped["sent"]) & set(today["sent"])
