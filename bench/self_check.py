@@ -6,11 +6,12 @@ The gate re-runs an output that fails a check or whose confidence (the
 mean token probability, :mod:`inference.confidence`) is below the
 calibrated threshold. The hand-judged tables find wrong texts the checks
 miss (a term given a wrong meaning, a finding reversed) and the confidence
-ranks them poorly. This benchmark asks the default model one yes/no
-question per (input, rewrite) pair (:data:`QUESTION`, greedy, the first
-answer token's top logprobs) and scores ``P(yes) / (P(yes) + P(no))``.
+ranks them poorly. This benchmark asks the default model, through
+the product's llama.cpp engine, the product's yes/no question per (input,
+rewrite) pair (:func:`inference.self_check.self_check_run`: one greedy
+answer token, ``P(yes)`` from its logprob).
 
-Rows, both from the committed files (no generation here):
+Rows, both from the committed files (no translation is generated here):
 
 * every (input, text, verdict) the hand-judged tables hold
   (``docs/quality/hand-judged.md``, :func:`hand_labels`), whichever prompt
@@ -38,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import time
 from pathlib import Path
@@ -48,13 +48,6 @@ from bench.reports import report_write
 
 ROOT = Path(__file__).resolve().parent.parent
 VERDICTS = ("correct", "lossy", "wrong")
-SYSTEM = "You check plain-language rewrites of sentences from clinical notes before a patient reads them."
-QUESTION = ("Does the rewrite say the same thing as the clinical sentence, with no fact added, dropped or "
-            "changed? Answer Yes or No.\n\nClinical sentence: {input}\nRewrite: {text}")
-#: The second wording measured (docs/quality/self-check.md): worse, kept for the record.
-QUESTION_WRONG = ("Is anything in the rewrite wrong, that is, does it state something the clinical sentence "
-                  "does not say, or give a medical term a wrong meaning? Answer Yes or No.\n\n"
-                  "Clinical sentence: {input}\nRewrite: {text}")
 #: Cells that name the re-run's candidate rather than hold a text.
 _CANDIDATE_CELLS = {"sampled", "retrieved_examples", "span_replacement", "full_precision", "–", "-"}
 _BOLD = re.compile(r"^\*\*(correct|lossy|wrong)\*\*")
@@ -122,19 +115,6 @@ def hand_labels(markdown: str, ids: set[str]) -> dict[tuple[str, str], str]:
     return {key: verdicts.pop() for key, verdicts in found.items() if len(verdicts) == 1}
 
 
-def yes_probability(top_logprobs: list[dict]) -> float:
-    """``P(yes) / (P(yes) + P(no))`` from the first answer token's top
-    logprobs (llama-cpp-python's ``[{"token": " Yes", "logprob": -0.1},
-    ...]``), case and spaces ignored; 0.5 when neither is among them."""
-    mass = {"yes": 0.0, "no": 0.0}
-    for entry in top_logprobs:
-        token = entry["token"].strip().lower()
-        if token in mass:
-            mass[token] += math.exp(entry["logprob"])
-    total = mass["yes"] + mass["no"]
-    return mass["yes"] / total if total > 0 else 0.5
-
-
 def rate_bounded_threshold(scores: dict[str, float], failing: set[str], max_rate: float) -> float:
     """The highest ``t`` among the scores (and 0.0) such that re-running
     ``failing`` plus every row with a score below ``t`` stays within
@@ -154,34 +134,36 @@ def auroc(wrong: list[bool], badness: list[float]) -> float | None:
     return float(roc_auc_score(wrong, badness)) if 0 < sum(wrong) < len(wrong) else None
 
 
-def _judge(llm, pairs: list[dict], question: str) -> list[float]:
-    scores = []
-    for pair in pairs:
-        answer = llm.create_chat_completion(
-            messages=[{"role": "system", "content": SYSTEM},
-                      {"role": "user", "content": question.format(input=pair["input"], text=pair["text"])}],
-            max_tokens=1, temperature=0.0, logprobs=True, top_logprobs=20)
-        scores.append(yes_probability(answer["choices"][0]["logprobs"]["content"][0]["top_logprobs"]))
-    return scores
-
-
 def _score(args, inputs: dict[str, str], labels: dict, fast: dict) -> tuple[list[dict], list[dict], float]:
-    """Every judged text and every fast text with its ``p_yes``, and the
-    time per pair (ms), on the default model through llama.cpp."""
-    from llama_cpp import Llama
+    """Every judged text and every fast text with its ``p_yes``
+    (:func:`inference.self_check.self_check_run` on the product's llama.cpp
+    engine, one request at a time), and the mean time per pair (ms)."""
+    import asyncio
 
+    from inference import self_check
+    from inference.llamacpp_engine import LlamaCppEngine
     from inference.models import default_gguf_path
 
-    question = QUESTION if args.question == "keep" else QUESTION_WRONG
-    llm = Llama(model_path=str(default_gguf_path()), n_ctx=2048, n_threads=args.threads, logits_all=True,
-                verbose=False)
     judged = [{"id": i, "input": inputs[i], "text": t, "verdict": v} for (i, t), v in sorted(labels.items())]
     fast_pairs = [{"id": i, "input": inputs[i], "text": r["output"], "confidence": r["confidence"],
                    "fold": r["fold"], "verdict": labels.get((i, r["output"].strip()))} for i, r in sorted(fast.items())]
-    start = time.perf_counter()
-    for pair, score in zip(judged + fast_pairs, _judge(llm, judged + fast_pairs, question)):
-        pair["p_yes"] = round(score, 4)
-    return judged, fast_pairs, round((time.perf_counter() - start) * 1000 / (len(judged) + len(fast_pairs)), 1)
+
+    async def run() -> float:
+        engine = LlamaCppEngine(str(default_gguf_path()), n_ctx=2048, n_threads=args.threads, max_batch=1,
+                                precision="q4_k_m")
+        await engine.start()
+        try:
+            start = time.perf_counter()
+            for n, pair in enumerate(judged + fast_pairs):
+                p_yes = await self_check.self_check_run(engine, f"self-check-{n}", pair["input"], pair["text"],
+                                                        background=False)
+                pair["p_yes"] = round(p_yes, 4)
+            return time.perf_counter() - start
+        finally:
+            await engine.shutdown()
+
+    seconds = asyncio.run(run())
+    return judged, fast_pairs, round(seconds * 1000 / (len(judged) + len(fast_pairs)), 1)
 
 
 def analyse(judged: list[dict], fast_pairs: list[dict], *, failing: set[str], threshold: float,
@@ -258,7 +240,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rerun-rows", default="docs/quality/rerun-fix-rows.jsonl")
     parser.add_argument("--hand-judged", default="docs/quality/hand-judged.md")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--question", choices=("keep", "wrong"), default="keep")
     parser.add_argument("--out", default="docs/quality")
     parser.add_argument("--reuse", action="store_true", help="the scores of the last run's JSON, no model")
     args = parser.parse_args(argv)
@@ -278,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     gated = [r for r in gated if r["threshold"] == threshold and r["variant"][-1] == "h"]
     failing = {r["id"] for r in gated if r["fast_failed"]}
 
-    name = "self-check" if args.question == "keep" else "self-check-wrong"
+    name = "self-check"
     if args.reuse:
         previous = json.loads((ROOT / args.out / f"{name}.json").read_text(encoding="utf-8"))
         judged, fast_pairs, ms_per_pair = previous["judged"], previous["fast"], previous["ms_per_pair"]
@@ -287,8 +268,11 @@ def main(argv: list[str] | None = None) -> int:
         judged, fast_pairs, ms_per_pair = _score(args, inputs, labels, fast)
         command = "python -m bench self_check " + " ".join(argv or [])
     report = analyse(judged, fast_pairs, failing=failing, threshold=threshold)
-    report.update({"command": command.strip(), "system": SYSTEM,
-                   "question": QUESTION if args.question == "keep" else QUESTION_WRONG,
+    from inference.self_check import SELF_CHECK_PROMPT_VERSION, SELF_CHECK_QUESTION, SELF_CHECK_SYSTEM
+
+    report.update({"command": command.strip(), "system": SELF_CHECK_SYSTEM,
+                   "self_check_prompt_version": SELF_CHECK_PROMPT_VERSION,
+                   "question": SELF_CHECK_QUESTION,
                    "model": DEFAULT_GGUF_NAME, "prompt_version": args.prompt_version, "ms_per_pair": ms_per_pair,
                    "fast": fast_pairs, "judged": judged})
     path = report_write(ROOT / args.out, name, report, render(report))
@@ -306,7 +290,8 @@ def render(report: dict) -> str:
     lines = [
         "# The model's self-check as the gate's measure",
         "",
-        f"Command: `{report['command'].strip()}`. Model {report['model']} (llama.cpp, greedy, one answer token). "
+        f"Command: `{report['command'].strip()}`. Model {report['model']} (the product's llama.cpp engine, greedy, "
+        f"one answer token; self-check prompt `{report['self_check_prompt_version']}`). "
         f"Fast texts: prompt `{report['prompt_version']}`, cross-fitted, the gate's calibrated threshold "
         f"{report['threshold']}. {report['ms_per_pair']} ms per pair on this machine.",
         "",
@@ -343,16 +328,17 @@ def render(report: dict) -> str:
         "",
         "- The verdicts are one reader's, not blind, from the tables in hand-judged.md (texts of several prompt "
         "versions; a text judged differently in two places is left out). The question's wording was the first "
-        "one tried; the second (`--question wrong`, \"Is anything in the rewrite wrong ...\") ranked the judged "
-        "texts at about 0.6 and is not the one reported.",
+        "one tried; a second (\"Is anything in the rewrite wrong, that is, does it state something the clinical "
+        "sentence does not say, or give a medical term a wrong meaning?\") ranked the 390 judged texts at 0.605 "
+        "(a scratch run of 2026-11-27, top-20 logprobs) and was dropped.",
         "- The self-check threshold is chosen from the re-run rate alone (the highest that re-runs no more than "
         "today's gate), so the wrong texts it sends are counted, not fitted; the rows are the same ones the "
         "confidence's threshold was calibrated on.",
         "- Not in the product: the gate still uses the confidence. Sending a wrong text to the re-run helps only "
         "if the re-run then keeps another text; on a CPU its first candidate repeats the fast text and passes "
         "the checks, so the re-run's choice needs the self-check too (the within-row figure above).",
-        f"- Cost: one more prompt per translation ({report['ms_per_pair']} ms per pair here, llama.cpp with "
-        "`logits_all`, the system prompt reused from the previous pair).",
+        f"- Cost: one more prompt and one token per translation ({report['ms_per_pair']} ms per pair here, the "
+        "product's llama.cpp engine alone, 2 threads, its prefix snapshots keeping the system message).",
     ]
     lines += ["", "## Wrong fast texts and their scores", "", "| ID | fast text | confidence | P(yes) |", "|---|---|---|---|"]
     for p in sorted((p for p in report["fast"] if p["verdict"] == "wrong"), key=lambda p: p["p_yes"]):

@@ -1,13 +1,11 @@
 """``python -m bench self_check``'s parts that read no model: the verdicts
-it takes from the hand-judged tables, the yes/no probability and the
-re-run-rate-bounded threshold."""
+it takes from the hand-judged tables, the re-run-rate-bounded threshold and
+the report rebuilt from the committed scores."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-
-import pytest
 
 from bench import self_check
 
@@ -53,15 +51,6 @@ def test_the_committed_tables_yield_wrong_texts_of_real_rows():
     verdicts = list(labels.values())
     assert len(labels) > 300 and verdicts.count("wrong") > 40
     assert labels[("141", "the liver is not working as well as it should")] == "wrong"
-
-
-def test_yes_probability_adds_the_spellings_of_yes_and_no():
-    top = [{"token": "Yes", "logprob": -0.5}, {"token": " yes", "logprob": -3.0},
-           {"token": "No", "logprob": -1.5}, {"token": "Maybe", "logprob": -0.1}]
-
-    p_yes = 0.6065307 + 0.0497871
-    assert self_check.yes_probability(top) == pytest.approx(p_yes / (p_yes + 0.2231302))
-    assert self_check.yes_probability([{"token": "Maybe", "logprob": 0.0}]) == 0.5
 
 
 def test_the_threshold_is_the_highest_that_keeps_the_rerun_rate():
