@@ -115,18 +115,6 @@ def hand_labels(markdown: str, ids: set[str]) -> dict[tuple[str, str], str]:
     return {key: verdicts.pop() for key, verdicts in found.items() if len(verdicts) == 1}
 
 
-def rate_bounded_threshold(scores: dict[str, float], failing: set[str], max_rate: float) -> float:
-    """The highest ``t`` among the scores (and 0.0) such that re-running
-    ``failing`` plus every row with a score below ``t`` stays within
-    ``max_rate`` of the rows (0-1). Reads no verdict."""
-    best = 0.0
-    for t in sorted(set(scores.values())):
-        sent = failing | {row for row, s in scores.items() if s < t}
-        if len(sent) / len(scores) <= max_rate:
-            best = t
-    return best
-
-
 def auroc(wrong: list[bool], badness: list[float]) -> float | None:
     """AUROC of ``badness`` for ``wrong`` rows (sklearn), ``None`` with one class."""
     from sklearn.metrics import roc_auc_score
@@ -179,10 +167,13 @@ def analyse(judged: list[dict], fast_pairs: list[dict], *, failing: set[str], th
     the self-check pick among the re-run's candidates);
     ``gates``: re-runs and wrong fast texts sent, for today's gate
     (``failing`` or confidence below ``threshold``), the self-check gate at
-    the same re-run rate (:func:`rate_bounded_threshold`) and the failed
+    the same re-run rate (:func:`clinical.quality.gate.threshold_calibrate` on the
+    self-check's scores) and the failed
     checks alone.
     """
     import random
+
+    from clinical.quality.gate import threshold_calibrate
 
     labelled = [p for p in fast_pairs if p["verdict"]]
     measures = {"self_check": lambda p: 1 - p["p_yes"], "confidence": lambda p: 1 - p["confidence"]}
@@ -206,7 +197,8 @@ def analyse(judged: list[dict], fast_pairs: list[dict], *, failing: set[str], th
                 round(differences[int(0.975 * len(differences)) - 1], 3)]
     now = {p["id"] for p in fast_pairs if p["confidence"] < threshold} | failing
     scores = {p["id"]: p["p_yes"] for p in fast_pairs}
-    t_self = rate_bounded_threshold(scores, failing, len(now) / len(fast_pairs))
+    t_self = threshold_calibrate([(s, i in failing) for i, s in scores.items()],
+                                 max_rerun_rate=len(now) / len(fast_pairs)).threshold
     swapped = failing | {i for i, s in scores.items() if s < t_self}
     wrong = {p["id"] for p in labelled if p["verdict"] == "wrong"}
     gates = [

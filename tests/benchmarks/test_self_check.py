@@ -1,6 +1,6 @@
 """``python -m bench self_check``'s parts that read no model: the verdicts
-it takes from the hand-judged tables, the re-run-rate-bounded threshold and
-the report rebuilt from the committed scores."""
+it takes from the hand-judged tables and the report rebuilt from the
+committed scores."""
 
 from __future__ import annotations
 
@@ -51,15 +51,6 @@ def test_the_committed_tables_yield_wrong_texts_of_real_rows():
     verdicts = list(labels.values())
     assert len(labels) > 300 and verdicts.count("wrong") > 40
     assert labels[("141", "the liver is not working as well as it should")] == "wrong"
-
-
-def test_the_threshold_is_the_highest_that_keeps_the_rerun_rate():
-    scores = {"a": 0.1, "b": 0.2, "c": 0.3, "d": 0.9, "e": 0.95}
-
-    # "a" fails a check anyway; below 0.3 adds "b": 2 of 5 = 40 %
-    assert self_check.rate_bounded_threshold(scores, {"a"}, 0.4) == 0.3
-    assert self_check.rate_bounded_threshold(scores, {"a"}, 0.2) == 0.2  # below 0.2: only "a"
-    assert self_check.rate_bounded_threshold(scores, {"a", "d"}, 0.2) == 0.0
 
 
 def test_the_committed_report_is_what_its_committed_scores_give(tmp_path):
