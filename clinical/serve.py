@@ -16,7 +16,9 @@ for ``HTTP_HEADER_TIMEOUT_S`` (default 20 s) is closed: Twisted's HTTP idle
 timeout (``HTTPFactory.timeOut``), which Daphne leaves at Twisted's 60 s
 (plus 15 s to abort), so slow-header clients held connections for 75 s. It
 is paused while a request is answered (streams are not cut) and does not
-apply to an upgraded WebSocket.
+apply to an upgraded WebSocket. A WebSocket's opening handshake may take up
+to ``WEBSOCKET_HANDSHAKE_TIMEOUT_S`` (default 20 s, as Daphne's CLI; its
+``Server`` alone drops the connection after 5 s without an answer).
 
 The first SIGTERM or SIGINT stops listening (nginx passes new connections
 to the other replicas), marks the replica draining (``/readyz`` 503,
@@ -125,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         verbosity=args.verbosity,
         # Streams are long; the drain, not Daphne, decides when they end.
         application_close_timeout=max(10, int(settings.DRAIN_TIMEOUT_S) + 5),
+        # Daphne's Server would drop a handshake after 5 s (its CLI allows 20 s).
+        websocket_handshake_timeout=settings.WEBSOCKET_HANDSHAKE_TIMEOUT_S,
     )
     server.run()
     logger.info("replica %s stopped", settings.REPLICA_ID)

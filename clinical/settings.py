@@ -433,6 +433,13 @@ METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 # 15 s to abort; clinical/serve.py), so slow-header clients cannot hold
 # connections open.
 HTTP_HEADER_TIMEOUT_S = float(os.environ.get("HTTP_HEADER_TIMEOUT_S", "20"))
+# A WebSocket whose opening handshake (the upgrade request until the consumer
+# accepts: session and user read from the database, the socket caps in Redis)
+# takes longer is dropped without an HTTP response (Autobahn's
+# openHandshakeTimeout). Daphne's Server defaults it to 5 s, which a loaded
+# 2-core replica exceeded with 150 sockets opening at once; Daphne's own CLI
+# uses 20 s (its --websocket_connect_timeout), and so do we (clinical/serve.py).
+WEBSOCKET_HANDSHAKE_TIMEOUT_S = float(os.environ.get("WEBSOCKET_HANDSHAKE_TIMEOUT_S", "20"))
 # Probes and scrapes reach a replica directly over HTTP, never redirected.
 SECURE_REDIRECT_EXEMPT = [r"^livez$", r"^readyz$", r"^metrics$"]
 # GPU settings passed to vLLM (inference/vllm_engine.py); INFERENCE_DEVICE

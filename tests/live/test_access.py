@@ -8,11 +8,14 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import threading
 import time
 
 import httpx
+import psycopg
 import pytest
 from django.contrib.auth.models import Group
+from django.db import connection
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
@@ -115,3 +118,39 @@ async def test_a_slow_header_connection_is_closed_within_the_bound(daphne_server
 
 def test_the_default_header_bound_is_well_under_what_the_issue_saw(settings):
     assert 0 < settings.HTTP_HEADER_TIMEOUT_S <= 30
+
+
+def hold_table(table: str, seconds: float, held: threading.Event) -> None:
+    """Hold an exclusive lock on ``table`` of the test database for
+    ``seconds`` from a connection of its own (set ``held`` once it is held)."""
+    db = connection.settings_dict
+    with psycopg.connect(dbname=db["NAME"], user=db["USER"], password=db["PASSWORD"] or None,
+                         host=db["HOST"] or None, port=db["PORT"] or None) as conn:
+        conn.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+        held.set()
+        time.sleep(seconds)
+        conn.rollback()
+
+
+async def test_a_websocket_handshake_slower_than_five_seconds_is_answered(daphne_server, clinician):
+    """Daphne's ``Server`` drops a WebSocket whose handshake takes over 5 s
+    without an HTTP response (seen with 150 sockets opening at once on a
+    loaded 2-core machine). The consumer's user lookup is held here for 7 s
+    by a lock on the session table: the socket must open once it is free."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the lock is PostgreSQL's")
+    server = daphne_server(INFERENCE_ENGINE="fake")
+    session = await in_thread(server.login, clinician.username)
+    held = threading.Event()
+    holder = threading.Thread(target=hold_table, args=("django_session", 7, held))
+    holder.start()
+    assert await in_thread(held.wait, 10)
+
+    started = time.monotonic()
+    async with connect(server.ws_url + "/ws/translate/", open_timeout=30, additional_headers={
+            "Cookie": f"sessionid={session}", "Origin": server.base_url}) as ws:
+        took = time.monotonic() - started
+        await ws.send(json.dumps({"type": "translate", "text": "Mild left knee effusion."}))
+        assert (await receive_until(ws, ("done", "error"), timeout=30))[-1]["type"] == "done"
+    await in_thread(holder.join)
+    assert took >= 6
