@@ -19,9 +19,9 @@ Rows, both from the committed files (no translation is generated here):
 * the cross-fitted fast texts of ``--prompt-version`` (``--outputs``),
   with the verdict their text was given, where the tables judged it.
 
-Reported: the AUROC of wrong against correct or lossy (sklearn's
-``roc_auc_score``) for the self-check and for the confidence, per fold of
-the one cross-fitting split; and the gate on the fast texts as it is
+Reported: the AUROC of wrong against correct or lossy
+(:func:`clinical.quality.gate.auroc`) for the self-check and for the
+confidence, per fold of the one cross-fitting split; and the gate on the fast texts as it is
 (failed check or confidence below the calibrated threshold) beside a gate
 that replaces the confidence with the self-check: failed check or
 ``P(yes)`` below the highest threshold whose re-run rate stays within
@@ -115,13 +115,6 @@ def hand_labels(markdown: str, ids: set[str]) -> dict[tuple[str, str], str]:
     return {key: verdicts.pop() for key, verdicts in found.items() if len(verdicts) == 1}
 
 
-def auroc(wrong: list[bool], badness: list[float]) -> float | None:
-    """AUROC of ``badness`` for ``wrong`` rows (sklearn), ``None`` with one class."""
-    from sklearn.metrics import roc_auc_score
-
-    return float(roc_auc_score(wrong, badness)) if 0 < sum(wrong) < len(wrong) else None
-
-
 def _score(args, inputs: dict[str, str], labels: dict, fast: dict) -> tuple[list[dict], list[dict], float]:
     """Every judged text and every fast text with its ``p_yes``
     (:func:`inference.self_check.self_check_run` on the product's llama.cpp
@@ -173,7 +166,7 @@ def analyse(judged: list[dict], fast_pairs: list[dict], *, failing: set[str], th
     """
     import random
 
-    from clinical.quality.gate import threshold_calibrate
+    from clinical.quality.gate import auroc, threshold_calibrate
 
     labelled = [p for p in fast_pairs if p["verdict"]]
     measures = {"self_check": lambda p: 1 - p["p_yes"], "confidence": lambda p: 1 - p["confidence"]}
@@ -237,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from clinical.quality.gate import calibrated_threshold
     from inference.models import DEFAULT_GGUF_NAME
+    from inference.self_check import SELF_CHECK_PROMPT_VERSION, SELF_CHECK_QUESTION, SELF_CHECK_SYSTEM
 
     rows, _ = laymaker_rows()
     inputs = {row["ID"]: row["ORIGINAL"] for row in rows}
@@ -260,8 +254,6 @@ def main(argv: list[str] | None = None) -> int:
         judged, fast_pairs, ms_per_pair = _score(args, inputs, labels, fast)
         command = "python -m bench self_check " + " ".join(argv or [])
     report = analyse(judged, fast_pairs, failing=failing, threshold=threshold)
-    from inference.self_check import SELF_CHECK_PROMPT_VERSION, SELF_CHECK_QUESTION, SELF_CHECK_SYSTEM
-
     report.update({"command": command.strip(), "system": SELF_CHECK_SYSTEM,
                    "self_check_prompt_version": SELF_CHECK_PROMPT_VERSION,
                    "question": SELF_CHECK_QUESTION,

@@ -84,14 +84,21 @@ class OperatingPoint:
         return asdict(self)
 
 
+def auroc(labels: list[bool], scores: list[float]) -> float | None:
+    """Area under the ROC curve of ``scores`` for the ``True`` ``labels``
+    (scikit-learn's ``roc_auc_score``; 0.5 = chance, Hanley & McNeil 1982),
+    ``None`` when the labels hold one class only."""
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(labels, scores)) if 0 < sum(labels) < len(labels) else None
+
+
 def operating_point(rows: list[tuple[float | None, bool]], threshold: float, *,
                     checks_gate: bool = True) -> OperatingPoint:
     """The gate's figures for ``rows`` of ``(confidence, fails_a_check)``
     at ``threshold`` rounded to :data:`THRESHOLD_DECIMALS` (the value
     stored and reported is the value evaluated; a missing confidence always
     re-runs)."""
-    from sklearn.metrics import roc_auc_score
-
     threshold = round(threshold, THRESHOLD_DECIMALS)
 
     def low(confidence: float | None) -> bool:
@@ -101,13 +108,12 @@ def operating_point(rows: list[tuple[float | None, bool]], threshold: float, *,
     rerun = [row for row in rows if low(row[0]) or (checks_gate and row[1])]
     labels = [fails for _, fails in rows]
     scores = [-(confidence if confidence is not None else 0.0) for confidence, _ in rows]
-    auroc = float(roc_auc_score(labels, scores)) if 0 < sum(labels) < len(labels) else None
     return OperatingPoint(
         threshold=threshold, outputs=len(rows), failing=len(failing),
         rerun_rate=len(rerun) / len(rows) if rows else 0.0,
         failing_caught=(sum(1 for c, _ in failing if low(c) or checks_gate) / len(failing)) if failing else 1.0,
         failing_caught_by_confidence=(sum(1 for c, _ in failing if low(c)) / len(failing)) if failing else 1.0,
-        auroc=auroc)
+        auroc=auroc(labels, scores))
 
 
 def threshold_calibrate(rows: list[tuple[float | None, bool]], *, max_rerun_rate: float = 0.30) -> OperatingPoint:
