@@ -96,7 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         path = gate.CALIBRATION_FILE
         data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"models": {}}
-        data["models"].setdefault(model, {})[prompt] = entry
+        previous = data["models"].setdefault(model, {}).get(prompt, {})
+        if "self_check" in previous:  # written by python -m bench self_check --write-for; not this measure's
+            entry["self_check"] = previous["self_check"]
+        data["models"][model][prompt] = entry
         path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     Path(args.report.format(prompt=prompt)).write_text(_render(model, prompt, design, chosen, crossfit, args), encoding="utf-8")
     print(json.dumps({"model": model, "design_0.85": design.as_dict(), "chosen": chosen.as_dict(),

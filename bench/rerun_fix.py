@@ -27,6 +27,15 @@ alone.
 
     .venv/bin/python -m bench rerun_fix --outputs docs/quality/quality-report-examples-outputs.jsonl \\
         --clusters 12 --per-cluster 8 --k 0 --headings --prompt-version 2026-11-25.2+c24x8k0h --resume
+
+With ``--self-check`` the gate is the product's where a self-check
+threshold is calibrated (:func:`clinical.quality.gate.self_check_threshold`):
+the fast text's P(yes) (from ``python -m bench self_check``'s report, the
+same engine and function) below it, or a failed check; the re-run then
+checks each candidate on the engine and chooses by it, as the worker does.
+Its report is ``docs/quality/rerun-fix-self-check`` by default, with the
+hand-judged verdicts (docs/quality/hand-judged.md) of the fast and the
+delivered texts counted where a text was judged.
 """
 
 from __future__ import annotations
@@ -71,7 +80,7 @@ class Gate:
     gated: list[str]
     model: str
     version: str
-    threshold: float
+    threshold: float | str
     plan: dict[str, tuple[str, frozenset[str]]]
     routers: dict
     pools: dict
@@ -79,6 +88,7 @@ class Gate:
     headings: bool = False
     clusters: int = 0
     per_cluster: int = 0
+    self_checks: dict[str, float] | None = None
 
     def fold(self, row_id: str) -> str:
         """``"A"`` or ``"B"``: the cross-fit half the row belongs to."""
@@ -114,18 +124,23 @@ class Gate:
 
 
 def gated_rows(*, outputs: Path, clusters: int, per_cluster: int, k: int, prompt_version: str = "",
-               threshold: float | None = None, headings: bool = False) -> Gate:
+               threshold: float | None = None, headings: bool = False,
+               self_checks: dict[str, float] | None = None) -> Gate:
     """Read the cached fast outputs of one cluster variant and apply the
     product's gate: the calibrated threshold for ``prompt_version`` (default
     the rows' own) or ``threshold``, plus a failed safety or faithfulness
-    check. Gated IDs in numeric order.
+    check. With ``self_checks`` (``{ID: P(yes)}`` of the fast texts) the
+    self-check threshold calibrated for ``prompt_version`` replaces the
+    confidence's (:attr:`Gate.threshold` is then ``"self_check<T"``). Gated
+    IDs in numeric order.
 
     Raises:
-        SystemExit: ``outputs`` has no row of that variant.
+        SystemExit: ``outputs`` has no row of that variant, or
+            ``self_checks`` without a calibrated self-check threshold.
     """
     from bench.quality import crossfit_plan, laymaker_rows
     from clinical.quality import measure as quality
-    from clinical.quality.gate import gate_threshold
+    from clinical.quality.gate import gate_threshold, self_check_threshold
     from inference.examples import ExamplePool
 
     data, _ = laymaker_rows()
@@ -136,6 +151,11 @@ def gated_rows(*, outputs: Path, clusters: int, per_cluster: int, k: int, prompt
     model = next(iter(fast.values()))["model"]
     version = prompt_version or next(iter(fast.values()))["prompt_version"]
     threshold = threshold if threshold is not None else gate_threshold(model, version)
+    check_threshold = None
+    if self_checks is not None:
+        check_threshold = self_check_threshold(model, version)
+        if check_threshold is None:
+            raise SystemExit(f"no self-check threshold for {model} {version}: python -m bench self_check --write-for")
     plan = crossfit_plan([by_id[i] for i in fast])
     pool = ExamplePool.load()
     pools = {name: pool.subset(ids) for name, ids in {p[0]: p[1] for p in plan.values()}.items()}
@@ -144,13 +164,24 @@ def gated_rows(*, outputs: Path, clusters: int, per_cluster: int, k: int, prompt
               for i, row in fast.items()}
     gated = [i for i in sorted(fast, key=int)
              if quality.rerun_reasons(confidence=fast[i]["confidence"], safety_passed=checks[i].safety.passed,
-                                      threshold=threshold, faithfulness_passed=checks[i].faithfulness.passed)]
+                                      threshold=threshold, faithfulness_passed=checks[i].faithfulness.passed,
+                                      self_check=(self_checks or {}).get(i), self_check_threshold=check_threshold)]
     return Gate(data=data, by_id=by_id, fast=fast, checks=checks, gated=gated, model=model, version=version,
-                threshold=threshold, plan=plan, routers=routers, pools=pools, k=k, headings=headings,
-                clusters=clusters, per_cluster=per_cluster)
+                threshold=threshold if check_threshold is None else f"self_check<{check_threshold}",
+                plan=plan, routers=routers, pools=pools, k=k, headings=headings,
+                clusters=clusters, per_cluster=per_cluster, self_checks=self_checks)
 
 
-def rerun_records(path: Path, *, variant: list, threshold: float) -> dict[str, dict]:
+def fast_self_checks(path: Path, fast: dict[str, dict]) -> dict[str, float]:
+    """``{ID: P(yes)}`` of the fast texts from ``python -m bench
+    self_check``'s JSON report (its ``"fast"`` pairs), for the rows whose
+    text is the cached fast output (another text's score would not stand
+    for it)."""
+    pairs = json.loads(path.read_text(encoding="utf-8"))["fast"]
+    return {p["id"]: p["p_yes"] for p in pairs if p["id"] in fast and p["text"] == fast[p["id"]]["output"]}
+
+
+def rerun_records(path: Path, *, variant: list, threshold: float | str) -> dict[str, dict]:
     """The re-run results cached in ``path`` (``<out>-rows.jsonl``) for one
     cluster ``variant`` (:attr:`Gate.variant`) gated at
     ``threshold``, by row ID (a later line wins); empty when there is no file."""
@@ -206,26 +237,46 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench rerun_fix", description=__doc__.splitlines()[0])
     gate_arguments(parser, prompt_version="")
     parser.add_argument("--threshold", type=float, default=None, help="instead of the calibrated threshold")
-    parser.add_argument("--out", default="docs/quality/rerun-fix")
+    parser.add_argument("--self-check", nargs="?", const="docs/quality/self-check.json", default=None,
+                        metavar="REPORT", help="gate by the fast texts' self-check scores of this bench self_check "
+                                               "report; the re-run checks its candidates")
+    parser.add_argument("--incumbent", action="store_true",
+                        help="the product's rule for a fast text re-run for its score alone: it stands unless a "
+                             "candidate is clearly better (clinical.rerun.candidates.incumbent_for); without it "
+                             "every re-run keeps a candidate, as this report did until 2026-11-27")
+    parser.add_argument("--hand-judged", default="docs/quality/hand-judged.md")
+    parser.add_argument("--out", default=None, help="default docs/quality/rerun-fix, +-self-check with --self-check, "
+                                                    "+-incumbent with --incumbent")
     args = parser.parse_args(argv)
+    args.out = args.out or ("docs/quality/rerun-fix" + ("-self-check" if args.self_check else "")
+                            + ("-incumbent" if args.incumbent else ""))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clinical.settings")
     import django
 
     django.setup()
     from bench.quality import score
     from clinical.models import Translation
+    from clinical.quality import measure as quality
+    from clinical.quality.gate import self_check_threshold
     from clinical.rerun.engine import run_in_engine_loop
     from clinical.rerun.execute import rerun_candidates_run
     from inference.factory import EngineConfig, create_engine
 
+    self_checks = None
+    if args.self_check:
+        cached = _rows(Path(args.outputs), clusters=args.clusters, per_cluster=args.per_cluster, k=args.k,
+                       headings=args.headings)
+        self_checks = fast_self_checks(Path(args.self_check), cached)
     gate = gated_rows(outputs=Path(args.outputs), clusters=args.clusters, per_cluster=args.per_cluster, k=args.k,
-                      prompt_version=args.prompt_version, threshold=args.threshold, headings=args.headings)
+                      prompt_version=args.prompt_version, threshold=args.threshold, headings=args.headings,
+                      self_checks=self_checks)
+    check_threshold = self_check_threshold(gate.model, gate.version) if self_checks is not None else None
     data, by_id, fast, checks, gated = gate.data, gate.by_id, gate.fast, gate.checks, gate.gated
     model, version, threshold, fast_messages = gate.model, gate.version, gate.threshold, gate.fast_messages
     to_run = gated[:args.limit] if args.limit else gated
     cache = Path(f"{args.out}-rows.jsonl")
     done = rerun_records(cache, variant=gate.variant, threshold=threshold) if args.resume else {}
-    if args.resume:
+    if args.resume and self_checks is None:  # a self-check re-run chooses otherwise: nothing to reuse
         from clinical.quality.measure import output_quality
 
         def passes(row_id: str, text: str) -> bool:
@@ -249,8 +300,18 @@ def main(argv: list[str] | None = None) -> int:
         with open(cache, "a", encoding="utf-8") as out:
             for n, row_id in enumerate(todo, start=1):
                 text = by_id[row_id]["ORIGINAL"]
+                # With --incumbent the row carries the product's reasons, so a fast text that
+                # passed both checks stands unless a candidate is clearly better (incumbent_for).
+                reasons = quality.rerun_reasons(
+                    confidence=fast[row_id]["confidence"], safety_passed=checks[row_id].safety.passed,
+                    threshold=threshold if self_checks is None else 0.0,
+                    faithfulness_passed=checks[row_id].faithfulness.passed,
+                    self_check=(self_checks or {}).get(row_id), self_check_threshold=check_threshold,
+                ) if args.incumbent else []
                 translation = Translation(input_text=text, language="en", reading_level=6, prompt_version=version,
-                                          model_name=model, output_text=fast[row_id]["output"])
+                                          model_name=model, output_text=fast[row_id]["output"],
+                                          confidence=fast[row_id]["confidence"], rerun_reason=",".join(reasons),
+                                          self_check=(self_checks or {}).get(row_id))
                 started = time.perf_counter()
                 chosen, records = rerun_candidates_run(
                     translation=translation, engine=engine, request_prefix=f"fix-{row_id}",
@@ -259,8 +320,12 @@ def main(argv: list[str] | None = None) -> int:
                           "fast": fast[row_id]["output"], "fast_failed": gate.failed(row_id),
                           "kept": chosen.name, "text": chosen.text, "passed": chosen.passed,
                           "s": round(time.perf_counter() - started, 1),
+                          "fast_self_check": (self_checks or {}).get(row_id), "rerun_reason": ",".join(reasons),
+                          "self_check": chosen.self_check,
                           "candidates": [{k: v for k, v in r.items() if k in ("name", "passed", "confidence",
-                                                                               "ms", "skipped", "outcome")}
+                                                                               "ms", "skipped", "outcome",
+                                                                               "self_check", "safety_passed",
+                                                                               "faithfulness_passed")}
                                          for r in records]}
                 done[row_id] = result
                 out.write(json.dumps(result) + "\n")
@@ -271,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
 
     report = _report(data, fast, checks, gated, to_run, done, threshold=threshold, version=version, model=model,
                      score=score, command=" ".join(sys.argv[1:] if argv is None else argv))
+    report["hand_judged"] = verdicts_count(report, data, fast, done, Path(args.hand_judged))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(f"{args.out}.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     Path(f"{args.out}.md").write_text(render(report), encoding="utf-8")
@@ -316,23 +382,51 @@ def _report(data, fast, checks, gated, to_run, done, *, threshold, version, mode
     }
 
 
+def verdicts_count(report: dict, data: list[dict], fast: dict, done: dict, hand_judged: Path) -> dict:
+    """The hand-judged verdicts (:func:`bench.self_check.hand_labels`) of
+    the fast and the delivered texts of every row: ``{"fast": {verdict:
+    n}, "delivered": {...}, "delivered_unjudged_changed": [IDs]}`` (a text
+    never judged counts as ``"unjudged"``; the last list: re-run rows whose
+    delivered text nobody judged, to read)."""
+    from bench.self_check import hand_labels
+
+    labels = hand_labels(hand_judged.read_text(encoding="utf-8"), {r["ID"] for r in data})
+    counts: dict[str, dict[str, int]] = {"fast": {}, "delivered": {}}
+    unjudged = []
+    for row in data:
+        i = row["ID"]
+        if i not in fast:
+            continue
+        before = fast[i]["output"].strip()
+        after = done[i]["text"].strip() if i in done else before
+        for name, text in (("fast", before), ("delivered", after)):
+            verdict = labels.get((i, text), "unjudged")
+            counts[name][verdict] = counts[name].get(verdict, 0) + 1
+        if i in done and after != before and (i, after) not in labels:
+            unjudged.append(i)
+    return {**counts, "delivered_unjudged_changed": sorted(unjudged, key=int)}
+
+
 def render(report: dict) -> str:
     """The Markdown report."""
     def pct(a: int, b: int) -> str:
         return f"{a} of {b} ({100 * a / b:.0f} %)" if b else "–"
 
+    threshold = str(report["threshold"])
+    measure = (f"the model's self-check P(yes) below {threshold.removeprefix('self_check<')}"
+               if threshold.startswith("self_check<") else f"confidence below {threshold}")
     lines = [
         "# The re-run lane on the gated outputs (laymaker-dev, cross-fitted)", "",
         f"Command: `{report['command'].strip()}`. Model `{report['model']}` through llama.cpp (standing in for "
-        "the worker's float32 vLLM engine, so `full_precision` repeats the fast run). Gate: confidence below "
-        f"{report['threshold']} (calibrated for `{report['prompt_version']}`) or a failed safety or faithfulness "
+        f"the worker's float32 vLLM engine, so `full_precision` repeats the fast run). Gate: {measure} "
+        f"(calibrated for `{report['prompt_version']}`) or a failed safety or faithfulness "
         "check. Re-run: `clinical.rerun.execute.rerun_candidates_run`, the candidates of `RERUN_CANDIDATES` in "
         "order with early stop and `candidate_select`, cross-fitted (fast messages and the retrieval pool from "
         "the other half).", "",
         f"* Re-run rate: {pct(report['gated'], report['rows'])}; re-run here: {report['ran']}.",
         f"* Outputs that failed a check and pass both after the re-run (fixed): "
         f"{pct(report['failing_fixed'], report['failing_sent'])}.",
-        f"* Low-confidence outputs (passing both checks) that still pass after it: "
+        f"* Outputs sent for their score alone (passing both checks) that still pass after it: "
         f"{pct(report['low_confidence_still_passing'], report['low_confidence_sent'])}.",
         f"* Candidate kept: {report['kept']}; candidates generated per re-run (mean): "
         f"{report['candidates_tried_mean'] and round(report['candidates_tried_mean'], 1)}; re-run time median "
@@ -343,6 +437,16 @@ def render(report: dict) -> str:
     for s in report["scores"]:
         lines.append(f"| {s['system']} | {s['n']} | {s['sari']:.1f} | {s.get('sari_changed', 0):.1f} | "
                      f"{s['fkgl']:.1f} | {s['safety_pass_pct']:.1f} % | {s['faithfulness_pass_pct']:.1f} % |")
+    judged = report.get("hand_judged")
+    if judged:
+        lines += ["", "Hand-judged verdicts (docs/quality/hand-judged.md) of the texts as written here, every row:", "",
+                  "| text | correct | lossy | wrong | not judged |", "|---|---|---|---|---|"]
+        for name in ("fast", "delivered"):
+            c = judged[name]
+            lines.append(f"| {name} | {c.get('correct', 0)} | {c.get('lossy', 0)} | {c.get('wrong', 0)} | "
+                         f"{c.get('unjudged', 0)} |")
+        lines.append(f"\nRe-run rows whose delivered text is new and not judged: "
+                     f"{', '.join(judged['delivered_unjudged_changed']) or 'none'}.")
     lines += ["", "## Before and after (every re-run)", "", "| ID | fast text | failed a check | kept | re-run text | "
               "passes both |", "|---|---|---|---|---|---|"]
     for p in report["pairs"]:

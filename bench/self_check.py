@@ -227,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", default="docs/quality")
     parser.add_argument("--reuse", action="store_true", help="the scores of the last run's JSON, no model")
+    parser.add_argument("--write-for", nargs="+", default=[], metavar="PROMPT_VERSION",
+                        help="ship the self-check threshold in gate_calibration.json for these prompt versions "
+                             "(the cross-fitted rows of a cluster prompt stand for the product's, as in "
+                             "bench gate_calibrate --prompt-version)")
     args = parser.parse_args(argv)
     from clinical.quality.gate import calibrated_threshold
     from inference.models import DEFAULT_GGUF_NAME
@@ -261,7 +265,41 @@ def main(argv: list[str] | None = None) -> int:
                    "fast": fast_pairs, "judged": judged})
     path = report_write(ROOT / args.out, name, report, render(report))
     print(path)
+    if args.write_for:
+        calibration_write(report, prompt_versions=args.write_for, argv=argv or [])
     return 0
+
+
+def calibration_write(report: dict, *, prompt_versions: list[str], argv: list[str]) -> dict:
+    """Store the self-check threshold of ``report`` (:func:`analyse`'s,
+    chosen from the re-run rate alone) under ``"self_check"`` in the entry of
+    each of ``prompt_versions`` for the report's model in
+    :data:`clinical.quality.gate.CALIBRATION_FILE`, which
+    :func:`clinical.quality.gate.self_check_threshold` reads.
+
+    Returns:
+        The entry written: ``{"threshold", "prompt_version"`` (the self-check
+        question's), ``"fast_prompt_version", "rerun_rate", "outputs",
+        "source"}``.
+
+    Raises:
+        KeyError: a prompt version has no confidence calibration for the
+            model (calibrate it first: ``python -m bench gate_calibrate``).
+    """
+    from clinical.quality import gate
+
+    sent = next(g for g in report["gates"] if g["gate"].startswith("failed check or self-check"))
+    entry = {"threshold": report["self_check_threshold"], "prompt_version": report["self_check_prompt_version"],
+             "fast_prompt_version": report["prompt_version"], "outputs": report["fast_texts"],
+             "rerun_rate": round(sent["rerun"] / report["fast_texts"], 4),
+             "source": "python -m bench self_check " + " ".join(argv)
+                       + f" (laymaker-dev, {report['fast_texts']} cross-fitted fast texts)"}
+    path = gate.CALIBRATION_FILE
+    data = json.loads(path.read_text(encoding="utf-8"))
+    for version in prompt_versions:
+        data["models"][report["model"]][version]["self_check"] = entry
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return entry
 
 
 def _fmt(value: float | None) -> str:
@@ -318,9 +356,12 @@ def render(report: dict) -> str:
         "- The self-check threshold is chosen from the re-run rate alone (the highest that re-runs no more than "
         "today's gate), so the wrong texts it sends are counted, not fitted; the rows are the same ones the "
         "confidence's threshold was calibrated on.",
-        "- Not in the product: the gate still uses the confidence. Sending a wrong text to the re-run helps only "
-        "if the re-run then keeps another text; on a CPU its first candidate repeats the fast text and passes "
-        "the checks, so the re-run's choice needs the self-check too (the within-row figure above).",
+        "- In the product since 2026-11-27 (`SELF_CHECK`, on by default): this threshold is shipped in "
+        "clinical/quality/gate_calibration.json (`--write-for`), the gate reads the self-check instead of the "
+        "confidence where it ran, and the re-run checks each candidate and chooses by it (sending a wrong text "
+        "to the re-run helps only if the re-run then keeps another one: on a CPU its first candidate repeats "
+        "the fast text and passes the checks). What that re-run does with the texts it is sent: "
+        "docs/quality/rerun-fix-self-check-incumbent.md (`python -m bench rerun_fix --self-check --incumbent`).",
         f"- Cost: one more prompt and one token per translation ({report['ms_per_pair']} ms per pair here, the "
         "product's llama.cpp engine alone, 2 threads, its prefix snapshots keeping the system message).",
     ]

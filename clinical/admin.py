@@ -115,7 +115,7 @@ class RerunInline(admin.TabularInline):
     extra = 0
     can_delete = False
     fields = ("precision", "engine_precision", "status", "attempts", "dispatched_at", "queue_wait_ms", "duration_ms",
-              "confidence", "tokens_out")
+              "confidence", "self_check", "tokens_out")
     readonly_fields = fields
 
     def has_add_permission(self, request, obj=None) -> bool:
@@ -140,7 +140,7 @@ class TranslationAdmin(ReadOnlyAdmin):
     """Translations; the detail page (with the clinical text) is audited."""
 
     list_display = ("created_at", "user", "source", "status", "verification", "engine", "precision",
-                    "ttft_ms", "total_ms", "tokens_out", "confidence")
+                    "ttft_ms", "total_ms", "tokens_out", "confidence", "self_check")
     list_filter = ("status", "verification", "engine", "precision", "source")
     date_hierarchy = "created_at"
     search_fields = ("=request_id", "user__username")
@@ -162,7 +162,7 @@ class AuditEventResource(resources.ModelResource):
         fields = ("id", "created_at", "event_type", "outcome", "actor", "source", "request_id",
                   "input_sha256", "input_chars", "engine", "model_name", "precision", "prompt_version",
                   "queue_wait_ms", "ttft_ms", "total_ms", "rerun_queue_wait_ms", "rerun_ms",
-                  "tokens_in", "tokens_out", "confidence", "error_class", "text_sha256")
+                  "tokens_in", "tokens_out", "confidence", "self_check", "error_class", "text_sha256")
         export_order = fields
 
 

@@ -159,6 +159,7 @@ def glossary_frame(translation: Translation) -> dict:
 
 REASON_MESSAGES = {
     quality.LOW_CONFIDENCE: "Low confidence",
+    quality.LOW_SELF_CHECK: "The model's own check doubts it",
     quality.SAFETY_FAILED: "Safety check: facts missing",
     quality.FAITHFULNESS_FAILED: "Faithfulness check: statements the note does not make",
 }
@@ -195,7 +196,12 @@ def rerun_change_note(*, translation: Translation, rerun: Rerun) -> str:
     if not rerun.candidate:
         return ""
     if rerun.candidate == RERUN_KEPT_FAST_TEXT:
-        shown = f" (it was written with confidence {translation.confidence:.2f})" if translation.confidence else ""
+        if translation.self_check is not None:
+            shown = f" (the model's own check gave it {translation.self_check:.2f})"
+        elif translation.confidence:
+            shown = f" (it was written with confidence {translation.confidence:.2f})"
+        else:
+            shown = ""
         return KEPT_FAST_MESSAGE + shown + "."
     label = CANDIDATE_MESSAGES.get(rerun.candidate, rerun.candidate)
     if normalise(rerun.output_text) == normalise(translation.input_text):
@@ -207,8 +213,11 @@ def rerun_change_note(*, translation: Translation, rerun: Rerun) -> str:
     added = [flag.get("text", "") for flag in translation.faithfulness_flags or [] if flag.get("text")]
     if added:
         why.append(f"added {_quoted(added)}")
-    if quality.LOW_CONFIDENCE in (translation.rerun_reason or "").split(",") and translation.confidence is not None:
+    reasons = (translation.rerun_reason or "").split(",")
+    if quality.LOW_CONFIDENCE in reasons and translation.confidence is not None:
         why.append(f"was written with low confidence ({translation.confidence:.2f})")
+    if quality.LOW_SELF_CHECK in reasons and translation.self_check is not None:
+        why.append(f"was doubted by the model's own check ({translation.self_check:.2f} that it says the same)")
     note = label + (": the first text " + " and ".join(why) if why else "") + "."
     if rerun.output_text.strip() == translation.output_text.strip():
         note += " It is the same text as the first one."
@@ -275,7 +284,9 @@ def verification_frame(translation: Translation) -> dict | None:
                 "change": rerun.change_note,
                 **quality.rerun_quality_payload(rerun),
                 "message": f"Verified in full precision ({rerun.precision_label}), confidence "
-                           f"{confidence}, re-run {rerun.duration_ms or 0:,.0f} ms."
+                           f"{confidence}"
+                           + ("" if rerun.self_check is None else f", model's own check {rerun.self_check:.2f}")
+                           + f", re-run {rerun.duration_ms or 0:,.0f} ms."
                            + (f" {rerun.change_note}" if rerun.change_note else "")
                            + ("" if rerun.safety_passed is not False else
                               " The safety check still finds facts missing; check the text.")

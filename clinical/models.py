@@ -123,6 +123,12 @@ class Translation(models.Model):
         null=True, blank=True,
         help_text="Geometric-mean token probability of the output, in (0, 1].",
     )
+    self_check = models.FloatField(
+        null=True, blank=True,
+        help_text="The model's own check of the output: P(yes) to \"does the rewrite say the same thing?\" "
+                  "(inference.self_check), in [0, 1]; empty when it did not run.")
+    self_check_version = models.CharField(max_length=32, blank=True,
+                                          help_text="Version of the self-check question that gave self_check.")
     verification = models.CharField(
         max_length=12, choices=Verification.choices, default=Verification.NOT_NEEDED, db_index=True,
         help_text="Full-precision re-run state; set when confidence is below the threshold "
@@ -159,8 +165,8 @@ class Translation(models.Model):
                                 help_text='Medical terms of the input: [{"term", "definition", "source"}].')
     rerun_reason = models.CharField(
         max_length=64, blank=True,
-        help_text='Why the full-precision re-run was queued: "low_confidence", "safety_failed", '
-                  '"faithfulness_failed", comma-separated.')
+        help_text='Why the full-precision re-run was queued: "low_self_check" (or "low_confidence" where '
+                  'the self-check did not run), "safety_failed", "faithfulness_failed", comma-separated.')
 
     class Meta:
         ordering = ["-created_at"]
@@ -169,6 +175,11 @@ class Translation(models.Model):
                 condition=models.Q(confidence__isnull=True)
                 | (models.Q(confidence__gt=0) & models.Q(confidence__lte=1)),
                 name="translation_confidence_in_unit_interval",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(self_check__isnull=True)
+                | (models.Q(self_check__gte=0) & models.Q(self_check__lte=1)),
+                name="translation_self_check_in_unit_interval",
             ),
         ]
 
@@ -498,6 +509,8 @@ class Rerun(models.Model):
     duration_ms = models.FloatField(null=True, blank=True, help_text="generation time of the run that completed (ms)")
     output_text = models.TextField(blank=True)
     confidence = models.FloatField(null=True, blank=True)
+    self_check = models.FloatField(null=True, blank=True,
+                                   help_text="The worker model's own check of the kept text: P(yes), in [0, 1].")
     tokens_out = models.PositiveIntegerField(null=True, blank=True)
     engine = models.CharField(max_length=32, blank=True)
     model_name = models.CharField(max_length=200, blank=True)
@@ -613,6 +626,7 @@ class AuditEvent(models.Model):
     tokens_in = models.PositiveIntegerField(null=True, blank=True)
     tokens_out = models.PositiveIntegerField(null=True, blank=True)
     confidence = models.FloatField(null=True, blank=True)
+    self_check = models.FloatField(null=True, blank=True, help_text="The model's own check: P(yes).")
     error_class = models.CharField(max_length=120, blank=True)
     text_sha256 = models.CharField(
         max_length=64, blank=True, help_text="handout_edit: SHA-256 of the edited handout text (never the text).")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import math
 import time
 from collections.abc import AsyncIterator, Sequence
 
@@ -30,6 +31,7 @@ from inference.base import (
     GenerationParams,
 )
 from inference.prompts import hints_strip
+from inference.self_check import SELF_CHECK_SYSTEM
 
 
 class FakeEngine(Engine):
@@ -49,6 +51,11 @@ class FakeEngine(Engine):
             yields nothing until it is aborted or cancelled, as an engine
             stuck in a kernel would (tests of the re-run's time limit;
             ``FAKE_ENGINE_HANG_ON`` in :func:`inference.factory.create_engine`).
+        checks: answers to the self-check question (:mod:`inference.self_check`):
+            ``{rewrite: P(yes)}``; a self-check prompt whose rewrite is a
+            key is answered "Yes" with logprob ``log(P)`` (``P >= 0.5``) or
+            "No" with ``log(1 - P)``, so :func:`inference.self_check.self_check_run`
+            reads ``P`` back. Other self-check prompts get the usual answer.
 
     Attributes:
         aborted: request ids passed to :meth:`abort`.
@@ -60,8 +67,10 @@ class FakeEngine(Engine):
 
     def __init__(self, *, token_delay_s: float = 0.0, logprob: float = -0.05,
                  fail_after: int | None = None, answer: str | None = None,
-                 serial: bool = False, hang_on: str | None = None) -> None:
+                 serial: bool = False, hang_on: str | None = None,
+                 checks: dict[str, float] | None = None) -> None:
         self.answer = answer
+        self.checks = dict(checks or {})
         self.hang_on = hang_on
         self.token_delay_s = token_delay_s
         self.logprob = logprob
@@ -109,6 +118,10 @@ class FakeEngine(Engine):
         """
         await self.start()
         words = (self.answer or "Plain words: " + hints_strip(messages[-1]["content"])).split(" ")
+        logprob = self.logprob
+        check = self._check_answer(messages)
+        if check is not None:
+            words, logprob = [check[0]], check[1]
         words = words[: params.max_tokens]
         self._admission_claim(params.background)
         self.active.add(request_id)
@@ -118,7 +131,7 @@ class FakeEngine(Engine):
             try:
                 admitted_ns = time.monotonic_ns()
                 self.admitted.append(request_id)
-                async for delta in self._stream(request_id, words, messages, params, admitted_ns):
+                async for delta in self._stream(request_id, words, messages, params, admitted_ns, logprob):
                     yield delta
             finally:
                 if self.serial:
@@ -156,7 +169,18 @@ class FakeEngine(Engine):
                 return
             waiting = self._waiting[False] or self._waiting[True]
 
-    async def _stream(self, request_id, words, messages, params, admitted_ns):
+    def _check_answer(self, messages: Sequence[dict[str, str]]) -> tuple[str, float] | None:
+        """``(answer token, logprob)`` for a self-check prompt whose rewrite
+        is in :attr:`checks`, else ``None``."""
+        if not self.checks or messages[0]["content"] != SELF_CHECK_SYSTEM:
+            return None
+        rewrite = messages[-1]["content"].rsplit("\nRewrite: ", 1)[-1]
+        if rewrite not in self.checks:
+            return None
+        p_yes = self.checks[rewrite]
+        return ("Yes", math.log(p_yes)) if p_yes >= 0.5 else ("No", math.log(1 - p_yes))
+
+    async def _stream(self, request_id, words, messages, params, admitted_ns, logprob):
         if self.hang_on and self.hang_on in messages[-1]["content"]:
             while request_id not in self.aborted:  # hung: nothing until aborted or cancelled
                 await asyncio.sleep(0.05)
@@ -171,10 +195,12 @@ class FakeEngine(Engine):
             if self.fail_after is not None and index >= self.fail_after:
                 raise EngineError("fake engine failure")
             await asyncio.sleep(self.token_delay_s)
+            if request_id in self.preempted:  # flagged while this token was computed (llama.cpp: during prefill)
+                raise EnginePreempted(request_id, index)
             last = index == len(words) - 1
             yield Delta(
                 text=word if index == 0 else " " + word,
-                token_logprobs=(self.logprob,),
+                token_logprobs=(logprob,),
                 prompt_tokens=len(messages[-1]["content"].split()) if index == 0 else None,
                 admitted_ns=admitted_ns if index == 0 else None,
                 finish_reason=("length" if len(words) == params.max_tokens else "stop") if last else None,

@@ -13,9 +13,11 @@ Measured on laymaker-dev (docs/quality/self-check.md, ``python -m bench
 self_check``): on 217 hand-judged cross-fitted fast texts of the default
 model it ranks the wrong ones below the correct and lossy ones at AUROC
 0.83, against 0.70 for the translation's confidence (the mean token
-probability); 820 ms a pair on 2 cores. Not yet the gate's measure (:mod:`clinical.quality.gate`
-still reads the confidence): the re-run must then also choose among its
-candidates by it.
+probability); 820 ms a pair on 2 cores. The gate's measure where a
+threshold is calibrated (:func:`clinical.quality.gate.self_check_threshold`):
+the web process checks each output after its stream
+(:mod:`clinical.translation.self_check`) and the re-run checks each of its
+candidates (:mod:`clinical.rerun.execute`).
 """
 
 from __future__ import annotations

@@ -77,6 +77,12 @@ class FaithfulnessSerializer(serializers.Serializer):
     flags = FaithfulnessFlagSerializer(many=True)
 
 
+class SelfCheckSerializer(serializers.Serializer):
+    p_yes = serializers.FloatField(help_text="The model's own check: the probability it gives \"Yes\" to "
+                                   "\"does the rewrite say the same thing as the diagnosis?\" (0-1).")
+    version = serializers.CharField(help_text="Version of the self-check question.")
+
+
 class GlossaryTermSerializer(serializers.Serializer):
     term = serializers.CharField()
     definition = serializers.CharField()
@@ -88,6 +94,7 @@ class VerifiedQualitySerializer(serializers.Serializer):
     readability = ReadabilitySerializer()
     safety = SafetySerializer()
     faithfulness = FaithfulnessSerializer()
+    self_check = SelfCheckSerializer(allow_null=True)
 
 
 class TranslationSerializer(serializers.Serializer):
@@ -119,9 +126,11 @@ class TranslationSerializer(serializers.Serializer):
     safety = SafetySerializer(help_text="Safety check of the fast output: what it lost.")
     faithfulness = FaithfulnessSerializer(help_text="Faithfulness check of the fast output: what it states "
                                           "that the input does not.")
+    self_check = SelfCheckSerializer(allow_null=True, help_text="The model's own check of the fast output "
+                                     "(null when it did not run: the gate then reads the confidence).")
     rerun_reason = serializers.CharField(allow_blank=True, help_text="Why the full-precision re-run was "
-                                         "queued: `low_confidence`, `safety_failed`, `faithfulness_failed`, "
-                                         "comma-separated.")
+                                         "queued: `low_self_check` (or `low_confidence` where the self-check "
+                                         "did not run), `safety_failed`, `faithfulness_failed`, comma-separated.")
     glossary = GlossaryTermSerializer(many=True, help_text="Medical terms of the input with short definitions.")
     verified_quality = VerifiedQualitySerializer(allow_null=True,
                                                  help_text="The re-run output's own readability, safety and "

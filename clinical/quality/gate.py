@@ -14,6 +14,12 @@ by the model's file name and the prompt version (``Translation.model_name``,
 Order: ``CONFIDENCE_THRESHOLD`` when set (a site's decision), else the
 threshold calibrated for the model and prompt version, else
 :data:`DEFAULT_THRESHOLD`.
+
+Where a self-check threshold exists for the model and prompt
+(:func:`self_check_threshold`), the gate reads the model's own check of the
+output instead of the confidence; the confidence's threshold stays for an
+output whose check did not run (the engine was busy, or it gave way to a
+clinician's translation).
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from decimal import ROUND_FLOOR, Decimal
 from pathlib import Path
 
 from django.conf import settings
+
+from inference.self_check import SELF_CHECK_PROMPT_VERSION
 
 #: The design's threshold, for models not calibrated yet.
 DEFAULT_THRESHOLD = 0.85
@@ -47,6 +55,31 @@ def calibrated_threshold(model_name: str, prompt_version: str) -> float | None:
     ``None`` when that pair was never calibrated (no setting consulted)."""
     entry = _calibrations().get(model_name, {}).get(prompt_version)
     return float(entry["threshold"]) if entry else None
+
+
+def self_check_threshold(model_name: str, prompt_version: str) -> float | None:
+    """The P(yes) below which an output of ``model_name`` made with
+    ``prompt_version`` is re-run (:mod:`inference.self_check`), or ``None``
+    when the gate reads the confidence instead.
+
+    Order: ``None`` when ``SELF_CHECK`` is off; ``SELF_CHECK_THRESHOLD`` when
+    set (a site's decision); else the threshold ``python -m bench self_check
+    --write`` stored for the pair under ``"self_check"`` in
+    :data:`CALIBRATION_FILE`, only if it was measured with today's question
+    (:data:`inference.self_check.SELF_CHECK_PROMPT_VERSION`: another wording
+    gives other scores); else ``None``. Source of the calibrated value:
+    :func:`threshold_calibrate` on the self-check scores of the cross-fitted
+    laymaker-dev fast texts at the confidence gate's re-run rate
+    (docs/quality/self-check.md).
+    """
+    if not settings.SELF_CHECK:
+        return None
+    if settings.SELF_CHECK_THRESHOLD is not None:
+        return settings.SELF_CHECK_THRESHOLD
+    entry = (_calibrations().get(model_name, {}).get(prompt_version) or {}).get("self_check")
+    if not entry or entry.get("prompt_version") != SELF_CHECK_PROMPT_VERSION:
+        return None
+    return float(entry["threshold"])
 
 
 def gate_threshold(model_name: str, prompt_version: str) -> float:

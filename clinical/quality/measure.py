@@ -18,10 +18,12 @@ import time
 from dataclasses import dataclass
 
 from clinical.quality import faithfulness, glossary, readability, safety
+from inference.self_check import SELF_CHECK_PROMPT_VERSION
 
 logger = logging.getLogger(__name__)
 
 LOW_CONFIDENCE = "low_confidence"
+LOW_SELF_CHECK = "low_self_check"
 SAFETY_FAILED = "safety_failed"
 FAITHFULNESS_FAILED = "faithfulness_failed"
 
@@ -47,13 +49,22 @@ def output_quality(*, input_text: str, output_text: str, language: str) -> Outpu
 
 def rerun_reasons(*, confidence: float | None, safety_passed: bool | None, threshold: float,
                   safety_gate: bool = True, faithfulness_passed: bool | None = None,
-                  faithfulness_gate: bool = True) -> list[str]:
-    """Why an output needs the full-precision re-run: ``low_confidence``
-    (below ``threshold``, or no tokens), ``safety_failed`` (a fact of the
-    input is missing) and/or ``faithfulness_failed`` (the output states
-    something the input does not), in that order."""
+                  faithfulness_gate: bool = True, self_check: float | None = None,
+                  self_check_threshold: float | None = None) -> list[str]:
+    """Why an output needs the full-precision re-run, in this order:
+
+    - ``low_self_check``: the model's own check (``self_check``, P(yes)) is
+      below ``self_check_threshold``; with both given the confidence is not
+      read (it ranks wrong texts worse: docs/quality/self-check.md);
+    - else ``low_confidence``: ``confidence`` below ``threshold``, or no tokens;
+    - ``safety_failed``: a fact of the input is missing;
+    - ``faithfulness_failed``: the output states something the input does not.
+    """
     reasons = []
-    if confidence is None or confidence < threshold:
+    if self_check is not None and self_check_threshold is not None:
+        if self_check < self_check_threshold:
+            reasons.append(LOW_SELF_CHECK)
+    elif confidence is None or confidence < threshold:
         reasons.append(LOW_CONFIDENCE)
     if safety_gate and safety_passed is False:
         reasons.append(SAFETY_FAILED)
@@ -80,9 +91,17 @@ def faithfulness_payload(*, passed: bool | None, flags: list[dict] | None) -> di
                                         for f in flags or []]}
 
 
+def self_check_payload(*, p_yes: float | None, version: str) -> dict | None:
+    """``{"p_yes", "version"}`` (P(yes) in [0, 1] rounded to 3 decimals;
+    the self-check question's version), ``None`` when it did not run."""
+    return None if p_yes is None else {"p_yes": round(p_yes, 3), "version": version}
+
+
 def translation_quality_payload(translation) -> dict:
     """The fast output's quality for frames and the API:
-    ``{"readability", "safety", "faithfulness", "rerun_reason", "glossary"}``."""
+    ``{"readability", "safety", "faithfulness", "self_check", "rerun_reason",
+    "glossary"}`` (``self_check``: ``{"p_yes", "version"}`` or ``None`` when
+    the model's own check did not run)."""
     return {
         "readability": readability_payload(
             input_fkgl=translation.input_fkgl, output_fkgl=translation.output_fkgl,
@@ -91,6 +110,7 @@ def translation_quality_payload(translation) -> dict:
         "safety": safety_payload(passed=translation.safety_passed, missing=translation.safety_missing),
         "faithfulness": faithfulness_payload(passed=translation.faithfulness_passed,
                                              flags=translation.faithfulness_flags),
+        "self_check": self_check_payload(p_yes=translation.self_check, version=translation.self_check_version),
         "rerun_reason": translation.rerun_reason,
         "glossary": list(translation.glossary or []),
     }
@@ -98,7 +118,9 @@ def translation_quality_payload(translation) -> dict:
 
 def rerun_quality_payload(rerun) -> dict:
     """The re-run output's quality: ``{"readability", "safety",
-    "faithfulness"}`` (input FKGL and measure are the translation's)."""
+    "faithfulness", "self_check"}`` (input FKGL and measure are the
+    translation's; ``self_check`` as :func:`self_check_payload`, from the
+    worker's engine)."""
     translation = rerun.translation
     return {
         "readability": readability_payload(
@@ -106,6 +128,7 @@ def rerun_quality_payload(rerun) -> dict:
             measure=translation.readability_measure, note=translation.readability_note),
         "safety": safety_payload(passed=rerun.safety_passed, missing=rerun.safety_missing),
         "faithfulness": faithfulness_payload(passed=rerun.faithfulness_passed, flags=rerun.faithfulness_flags),
+        "self_check": self_check_payload(p_yes=rerun.self_check, version=SELF_CHECK_PROMPT_VERSION),
     }
 
 

@@ -403,6 +403,10 @@ class Candidate:
         replaced: ``span_replacement`` only: ``[(term, plain words)]`` kept.
         copied: the text was built from the input, not written by the model
             (``span_replacement``).
+        self_check: the model's own check of ``text`` against the input
+            (P(yes), :func:`inference.self_check.self_check_run`), ``None``
+            where the gate reads the confidence (no self-check threshold) or
+            it did not run.
     """
 
     name: str
@@ -414,6 +418,7 @@ class Candidate:
     quality: quality.OutputQuality
     replaced: tuple[tuple[str, str], ...] = ()
     copied: bool = False
+    self_check: float | None = None
     confidence: float | None = field(init=False)
 
     def __post_init__(self) -> None:
@@ -435,8 +440,8 @@ class Candidate:
         event, no clinical text: ``{"name", "safety_passed",
         "faithfulness_passed", "safety_missing": {kind: n},
         "faithfulness_flags": {kind: n}, "confidence", "tokens", "ms",
-        "fkgl", "prompt_version"}`` (+ ``"replaced": n`` for span
-        replacement)."""
+        "fkgl", "prompt_version", "self_check"}`` (+ ``"replaced": n`` for
+        span replacement)."""
         record = {
             "name": self.name,
             "safety_passed": self.quality.safety.passed,
@@ -448,6 +453,7 @@ class Candidate:
             "ms": round(self.ms, 1),
             "fkgl": self.quality.readability.output_fkgl,
             "prompt_version": self.prompt_version,
+            "self_check": None if self.self_check is None else round(self.self_check, 4),
         }
         if self.copied:
             record["replaced"] = len(self.replaced)
@@ -455,13 +461,16 @@ class Candidate:
 
 
 def candidate_measure(*, translation: Translation, name: str, text: str, logprobs: list[float], ms: float,
-                      prompt_version: str, replaced: list[tuple[str, str]] | None = None) -> Candidate:
+                      prompt_version: str, replaced: list[tuple[str, str]] | None = None,
+                      self_check: float | None = None) -> Candidate:
     """Measure one candidate's ``text`` against the translation's input
-    (:func:`clinical.quality.measure.output_quality`, about 10 ms)."""
+    (:func:`clinical.quality.measure.output_quality`, about 10 ms);
+    ``self_check`` is its P(yes) when the model checked it."""
     measured = quality.output_quality(input_text=translation.input_text, output_text=text.strip(),
                                       language=translation.language)
     return Candidate(name=name, input_text=translation.input_text, text=text.strip(), logprobs=tuple(logprobs), ms=ms, prompt_version=prompt_version,
-                     quality=measured, replaced=tuple(replaced or ()), copied=name == SPAN_REPLACEMENT)
+                     quality=measured, replaced=tuple(replaced or ()), copied=name == SPAN_REPLACEMENT,
+                     self_check=self_check)
 
 
 def candidate_tier(candidate: Candidate) -> int:
@@ -502,13 +511,17 @@ def candidate_select(candidates: list[Candidate], *, reading_level: int,
        SARI 35.4 against 40.4 for retrieved examples, issue 22, and its
        confidence is that of a term list, not of the text), above the
        input unchanged (it passes every check but explains nothing);
-    2. confidence rounded to 0.01 (geometric-mean token probability, the
-       gate's own score: higher is the model's more certain reading. It is a
-       weak ranker of failing outputs (AUROC 0.57,
-       clinical/quality/gate_calibration.json), so it only orders outputs
-       that already passed both checks; across these candidates it also
-       follows the measured order, retrieved examples above the plain
-       prompt above sampling, which draws less likely tokens by design);
+    2. the model's own check (P(yes), :attr:`Candidate.self_check`) rounded
+       to 0.01 when every candidate that passed has one: it ranks a wrong
+       text below a correct or lossy one of the same sentence in 61 of 77
+       hand-judged pairs (docs/quality/self-check.md); else confidence
+       rounded to 0.01 (geometric-mean token probability: higher is the
+       model's more certain reading. It is a weak ranker of failing outputs
+       (AUROC 0.57, clinical/quality/gate_calibration.json), so it only
+       orders outputs that already passed both checks; across these
+       candidates it also follows the measured order, retrieved examples
+       above the plain prompt above sampling, which draws less likely
+       tokens by design);
     3. FKGL at or under ``reading_level`` (the grade the clinician asked for);
     4. lower FKGL;
     5. earlier in ``RERUN_CANDIDATES``.
@@ -534,9 +547,10 @@ def candidate_select(candidates: list[Candidate], *, reading_level: int,
         candidates = [c for c in candidates if incumbent.allows(c)]
     passing = [c for c in candidates if c.passed]
     if passing:
+        checked = all(c.self_check is not None for c in passing)
         return max(passing, key=lambda c: (
             candidate_tier(c),
-            round(c.confidence, 2) if c.confidence is not None else -1.0,
+            _score(c, checked),
             _fkgl_within(c, reading_level),
             -(c.quality.readability.output_fkgl if c.quality.readability.output_fkgl is not None else math.inf),
             -order[id(c)]))
@@ -549,23 +563,41 @@ def candidate_select(candidates: list[Candidate], *, reading_level: int,
         order[id(c)]))
 
 
-def candidate_good_enough(candidate: Candidate, *, model_name: str, incumbent: Incumbent | None = None) -> bool:
+def _score(candidate: Candidate, checked: bool) -> float:
+    """The candidate's rank score rounded to 0.01: its self-check when
+    ``checked``, else its confidence (-1 when missing)."""
+    value = candidate.self_check if checked else candidate.confidence
+    return round(value, 2) if value is not None else -1.0
+
+
+def candidate_good_enough(candidate: Candidate, *, model_name: str, incumbent: Incumbent | None = None,
+                          self_check_threshold: float | None = None) -> bool:
     """Stop generating further candidates: ``candidate`` was written by the
-    model and is not the input again (:func:`candidate_tier` 2), passes both checks, and its confidence is at or above the gate's
-    threshold for ``model_name`` and its prompt version
-    (:func:`clinical.quality.gate.gate_threshold`), i.e. the gate itself
-    would not have re-run it; with an ``incumbent``, it may also replace the
-    fast text (:meth:`Incumbent.allows`). Saves the CPU the re-run lane
-    shares with the clinicians."""
-    return (candidate.passed and candidate_tier(candidate) == 2 and candidate.confidence is not None
-            and candidate.confidence >= gate_threshold(model_name, candidate.prompt_version)
-            and (incumbent is None or incumbent.allows(candidate)))
+    model and is not the input again (:func:`candidate_tier` 2), passes both
+    checks, and the gate itself would not have re-run it: its self-check is
+    at or above ``self_check_threshold`` where both are known
+    (:func:`clinical.quality.gate.self_check_threshold` of the translation),
+    else its confidence is at or above the gate's threshold for
+    ``model_name`` and its prompt version
+    (:func:`clinical.quality.gate.gate_threshold`); with an ``incumbent``,
+    it may also replace the fast text (:meth:`Incumbent.allows`). Saves the
+    CPU the re-run lane shares with the clinicians."""
+    if not (candidate.passed and candidate_tier(candidate) == 2
+            and (incumbent is None or incumbent.allows(candidate))):
+        return False
+    if self_check_threshold is not None and candidate.self_check is not None:
+        return candidate.self_check >= self_check_threshold
+    return (candidate.confidence is not None
+            and candidate.confidence >= gate_threshold(model_name, candidate.prompt_version))
 
 
 @dataclass(frozen=True)
 class Incumbent:
-    """The fast text, when it passed both checks and was re-run for low
-    confidence alone: a candidate must be clearly better to replace it.
+    """The fast text, when it passed both checks and was re-run for a low
+    self-check or low confidence alone: a candidate must be clearly better
+    to replace it. Where both it and the candidate carry a self-check
+    (:attr:`Candidate.self_check`), "better" is a higher P(yes) by more than
+    ``margin``; else the confidence rule below.
 
     Confidence (geometric-mean token probability) ranks failing outputs
     weakly on this model (AUROC 0.63, docs/quality/rerun-fix.md), and a
@@ -584,28 +616,37 @@ class Incumbent:
     Attributes:
         confidence: the fast text's confidence (0-1), ``None`` if unknown
             (then only ``full_precision`` may replace it).
-        margin: confidence a candidate must add beyond a tie (0-1;
-            ``math.inf``: none but ``full_precision`` may).
+        margin: confidence (or P(yes)) a candidate must add beyond a tie
+            (0-1; ``math.inf``: none but ``full_precision`` may).
+        self_check: the fast text's self-check (P(yes)), ``None`` if it did
+            not run.
     """
 
     confidence: float | None
     margin: float
+    self_check: float | None = None
 
     def allows(self, candidate: Candidate) -> bool:
         """``candidate`` may replace the fast text (if it passes the checks)."""
         if candidate.name == FULL_PRECISION:
             return True
-        return (candidate.passed and candidate_tier(candidate) == 2 and self.confidence is not None
-                and candidate.confidence is not None and candidate.confidence > self.confidence + self.margin)
+        if not (candidate.passed and candidate_tier(candidate) == 2):
+            return False
+        if self.self_check is not None and candidate.self_check is not None:
+            return candidate.self_check > self.self_check + self.margin
+        return (self.confidence is not None and candidate.confidence is not None
+                and candidate.confidence > self.confidence + self.margin)
 
 
 def incumbent_for(translation: Translation, *, margin: float | None = None) -> Incumbent | None:
-    """The fast text as :class:`Incumbent` when it was re-run for low
-    confidence alone (``rerun_reason`` is ``low_confidence``: it passed both
-    checks); ``None`` when it failed a check (any candidate that passes may
-    replace it). ``margin`` defaults to ``settings.RERUN_REPLACE_MARGIN``."""
+    """The fast text as :class:`Incumbent` when it was re-run for a low
+    self-check or low confidence alone (``rerun_reason`` is
+    ``low_self_check`` or ``low_confidence``: it passed both checks);
+    ``None`` when it failed a check (any candidate that passes may replace
+    it). ``margin`` defaults to ``settings.RERUN_REPLACE_MARGIN``."""
     reasons = [r for r in (translation.rerun_reason or "").split(",") if r]
-    if reasons != [quality.LOW_CONFIDENCE]:
+    if reasons not in ([quality.LOW_CONFIDENCE], [quality.LOW_SELF_CHECK]):
         return None
     return Incumbent(confidence=translation.confidence,
-                     margin=settings.RERUN_REPLACE_MARGIN if margin is None else margin)
+                     margin=settings.RERUN_REPLACE_MARGIN if margin is None else margin,
+                     self_check=translation.self_check)

@@ -32,6 +32,7 @@ from clinical.models import (
     line_start_capitalized,
     translation_parts_join,
 )
+from clinical.quality import gate
 from clinical.quality import measure as quality
 from clinical.rerun import candidates as rerun_candidates
 from clinical.rerun.engine import rerun_engine_get, run_in_engine_loop
@@ -39,6 +40,7 @@ from clinical.rerun.notify import rerun_notify
 from clinical.runtime.log import request_id_var
 from inference.base import EngineError, Generated, GenerationParams, generate_full
 from inference.confidence import sequence_confidence
+from inference.self_check import self_check_run
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +74,8 @@ def rerun_start(*, translation_id: int) -> Rerun | None:
 def rerun_complete(*, rerun_id: int, output_text: str, token_logprobs: list[float],
                    duration_ms: float, engine: str, model_name: str,
                    candidate: str = rerun_candidates.FULL_PRECISION, candidates: list[dict] | None = None,
-                   engine_precision: str = "", confidence: float | None = None) -> Rerun:
+                   engine_precision: str = "", confidence: float | None = None,
+                   self_check: float | None = None) -> Rerun:
     """Store the verified output exactly once and mark the translation
     verified; the first completion wins, later ones change nothing.
 
@@ -91,6 +94,7 @@ def rerun_complete(*, rerun_id: int, output_text: str, token_logprobs: list[floa
         engine_precision: the engine's own precision label.
         confidence: the kept text's confidence when ``token_logprobs`` is
             empty (the fast text kept: its own confidence).
+        self_check: the model's own check of the kept text (P(yes)), if run.
 
     The output is checked again here (readability, safety, faithfulness)
     and the clinician's note on why the text changed is written
@@ -104,6 +108,7 @@ def rerun_complete(*, rerun_id: int, output_text: str, token_logprobs: list[floa
     rerun.status = Rerun.Status.COMPLETED
     rerun.output_text = output_text
     rerun.confidence = sequence_confidence(token_logprobs) if token_logprobs else confidence
+    rerun.self_check = self_check
     rerun.tokens_out = len(token_logprobs)
     rerun.duration_ms = round(duration_ms, 1)
     rerun.engine, rerun.model_name = engine, model_name
@@ -173,6 +178,21 @@ async def _generate_bounded(engine, request_id: str, messages, params: Generatio
         raise
 
 
+async def _self_check_bounded(engine, request_id: str, source: str, text: str, deadline: float) -> float | None:
+    """The model's check of one candidate (P(yes)) within ``deadline``
+    (``time.monotonic()`` seconds); ``None`` when the time is up or the
+    engine fails (the candidate is then ranked without it)."""
+    try:
+        return await asyncio.wait_for(self_check_run(engine, request_id, source, text, background=False),
+                                      timeout=max(deadline - time.monotonic(), 0.001))
+    except TimeoutError:
+        await engine.abort(request_id)
+        logger.warning("re-run self-check %s stopped at the time limit", request_id)
+    except EngineError as exc:
+        logger.warning("re-run self-check %s failed: %s", request_id, type(exc).__name__)
+    return None
+
+
 async def _plan_generate(engine, request_id: str, plan, deadline: float) -> tuple[str, list[float]]:
     """A candidate's text and token logprobs: one request, or, for a
     translation generated sentence by sentence, one request per part in
@@ -204,6 +224,11 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
     """Generate and measure the candidates ``names`` (default
     ``RERUN_CANDIDATES``) for ``translation`` in order on ``engine``, and
     pick one (:func:`clinical.rerun.candidates.candidate_select`).
+
+    Where the gate reads the model's own check for the translation
+    (:func:`clinical.quality.gate.self_check_threshold`), each candidate is
+    checked the same way on ``engine`` (one prompt and one token), and
+    the early stop and the choice read it.
 
     Stops early once a candidate is good enough
     (:func:`clinical.rerun.candidates.candidate_good_enough`). All of them
@@ -239,6 +264,7 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
     """
     names = names or rerun_candidates.candidate_names()
     incumbent = rerun_candidates.incumbent_for(translation)
+    check_threshold = gate.self_check_threshold(translation.model_name, translation.prompt_version)
     budget_s = settings.RERUN_SOFT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
     deadline = time.monotonic() + budget_s
     measured: list[rerun_candidates.Candidate] = []
@@ -268,17 +294,21 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
             text = heading + text
         elif not plan.parts:  # one request: start it as the joined fast text starts
             text = line_start_capitalized(text.strip())
+        p_yes = None
+        if check_threshold is not None and text.strip():
+            p_yes = run_in_engine_loop(_self_check_bounded(engine, f"{request_prefix}-{name}-check",
+                                                           translation.input_text, text.strip(), deadline))
         candidate = rerun_candidates.candidate_measure(translation=translation, name=name, text=text,
                                                        logprobs=logprobs, ms=ms, prompt_version=plan.prompt_version,
-                                                       replaced=replaced)
+                                                       replaced=replaced, self_check=p_yes)
         measured.append(candidate)
         records.append(candidate.record())
-        logger.info("re-run candidate %s safety=%s faithfulness=%s confidence=%s tokens=%d ms=%.0f",
+        logger.info("re-run candidate %s safety=%s faithfulness=%s confidence=%s self_check=%s tokens=%d ms=%.0f",
                     name, candidate.quality.safety.passed, candidate.quality.faithfulness.passed,
                     None if candidate.confidence is None else round(candidate.confidence, 3),
-                    len(logprobs), ms)
+                    None if p_yes is None else round(p_yes, 3), len(logprobs), ms)
         if rerun_candidates.candidate_good_enough(candidate, model_name=translation.model_name,
-                                                  incumbent=incumbent):
+                                                  incumbent=incumbent, self_check_threshold=check_threshold):
             break
     if not measured:  # none of the candidates named applies (say, retrieved examples for two sentences)
         chosen, fallback = rerun_candidates_run(translation=translation, engine=engine, request_prefix=request_prefix,
@@ -290,7 +320,7 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
     if chosen is None:  # the fast text passed both checks and no candidate was clearly better
         chosen = rerun_candidates.candidate_measure(
             translation=translation, name=rerun_candidates.FAST_TEXT, text=translation.output_text, logprobs=[],
-            ms=0.0, prompt_version=translation.prompt_version)
+            ms=0.0, prompt_version=translation.prompt_version, self_check=translation.self_check)
     return chosen, records
 
 
@@ -324,7 +354,8 @@ def rerun_execute(*, translation_id: int) -> Rerun | None:
     done = rerun_complete(rerun_id=rerun.pk, output_text=chosen.text, token_logprobs=list(chosen.logprobs),
                           confidence=translation.confidence if kept_fast else None,
                           duration_ms=duration_ms, engine=engine.info.engine, model_name=engine.info.model,
-                          candidate=chosen.name, candidates=records, engine_precision=engine.info.precision)
+                          candidate=chosen.name, candidates=records, engine_precision=engine.info.precision,
+                          self_check=chosen.self_check)
     logger.info("re-run completed precision=%s candidate=%s tried=%d tokens=%d duration_ms=%.0f attempt=%d",
                 RERUN_PRECISION, chosen.name, sum(1 for r in records if "skipped" not in r),
                 len(chosen.logprobs), duration_ms, done.attempts)

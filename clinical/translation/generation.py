@@ -25,6 +25,7 @@ from django.conf import settings
 from clinical.models import TextJoiner, Translation, translation_parts
 from clinical.runtime import replica
 from clinical.runtime.log import request_id_var
+from clinical.translation.self_check import translation_self_check
 from clinical.translation.services import TranslationFigures, translation_finish
 from inference.base import Delta, Engine, GenerationParams
 from inference.confidence import sequence_confidence
@@ -95,7 +96,9 @@ async def translation_generate(
     holding this replica's lease on it meanwhile (:mod:`clinical.runtime.replica`).
 
     Each piece of text is passed to ``on_token`` as it arrives (callers
-    that only want the end result pass none). The row ends
+    that only want the end result pass none). Once the text is whole the
+    model checks it (:func:`clinical.translation.self_check.translation_self_check`,
+    where the gate reads it) before the row is finalised. The row ends
     ``completed`` (with confidence and figures), ``error`` (engine failure;
     the partial text is kept) or, when the calling task is cancelled,
     ``cancelled`` after the engine request is aborted.
@@ -148,9 +151,18 @@ async def translation_generate(
                 translation_id=translation.pk, status=Translation.Status.ERROR,
                 output_text=joiner.text, figures=meter.figures(),
                 error_class=type(exc).__name__)
+        figures = meter.figures()  # the stream's times, before the check below
+        try:
+            figures.self_check = await translation_self_check(translation=translation, engine=engine,
+                                                              text=joiner.text)
+        except asyncio.CancelledError:  # the text is whole: it completes, gated by its confidence
+            await asyncio.shield(_finish_async(
+                translation_id=translation.pk, status=Translation.Status.COMPLETED,
+                output_text=joiner.text, figures=figures))
+            raise
         done = await _finish_async(
             translation_id=translation.pk, status=Translation.Status.COMPLETED,
-            output_text=joiner.text, figures=meter.figures())
+            output_text=joiner.text, figures=figures)
         logger.info("translation completed parts=%d tokens=%s ttft_ms=%s total_ms=%s",
                     len(parts), done.tokens_out, done.ttft_ms, done.total_ms)
         return done

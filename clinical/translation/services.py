@@ -39,6 +39,7 @@ from inference.prompts import (
     LANGUAGES,
     READING_LEVELS,
 )
+from inference.self_check import SELF_CHECK_PROMPT_VERSION
 
 logger = logging.getLogger(__name__)
 
@@ -311,6 +312,8 @@ class TranslationFigures:
     tokens_out: int = 0
     confidence: float | None = None
     finish_reason: str = ""
+    #: The model's own check of the output (P(yes)), ``None`` when it did not run.
+    self_check: float | None = None
 
 
 @transaction.atomic
@@ -321,7 +324,9 @@ def translation_finish(*, translation_id: int, status: str, output_text: str,
 
     A completed output is measured (readability, safety and faithfulness
     checks: :func:`clinical.quality.measure.output_quality`, about 10 ms). A
-    completed translation whose confidence is below the threshold, whose
+    completed translation whose self-check (``figures.self_check``, P(yes))
+    is below its threshold, or, where it did not run, whose confidence is
+    below the threshold (:func:`clinical.quality.measure.rerun_reasons`), whose
     safety check failed (unless ``SAFETY_RERUN`` is off) or whose
     faithfulness check flagged a statement (unless ``FAITHFULNESS_RERUN`` is
     off) gets a full-precision
@@ -354,11 +359,16 @@ def translation_finish(*, translation_id: int, status: str, output_text: str,
     reasons = []
     if status == Translation.Status.COMPLETED:
         _quality_store(row)
+        if figures.self_check is not None:
+            row.self_check, row.self_check_version = figures.self_check, SELF_CHECK_PROMPT_VERSION
         reasons = quality.rerun_reasons(confidence=row.confidence, safety_passed=row.safety_passed,
                                         threshold=gate.gate_threshold(row.model_name, row.prompt_version),
                                         safety_gate=settings.SAFETY_RERUN,
                                         faithfulness_passed=row.faithfulness_passed,
-                                        faithfulness_gate=settings.FAITHFULNESS_RERUN)
+                                        faithfulness_gate=settings.FAITHFULNESS_RERUN,
+                                        self_check=row.self_check,
+                                        self_check_threshold=gate.self_check_threshold(row.model_name,
+                                                                                       row.prompt_version))
         row.rerun_reason = ",".join(reasons)
     row.save()
     audit.audit_translation(translation=row)

@@ -130,6 +130,10 @@
         text += " Faithfulness check: " + (frame.faithfulness.flags || []).length +
           " not in the diagnosis; see the list next to the text.";
       }
+      if (frame.self_check) {
+        text += " Model's own check: " + Math.round(frame.self_check.p_yes * 100) +
+          " % that it says the same as the diagnosis.";
+      }
       return text;
     },
   };

@@ -11,6 +11,7 @@ from websockets.exceptions import InvalidStatus
 
 from clinical.models import AuditEvent, Translation
 from inference.models import default_gguf_path, smollm2_gguf_path
+from inference.self_check import SELF_CHECK_PROMPT_VERSION
 from tests.conftest import in_thread
 from tests.data import laymaker_sentences
 from tests.frames import translate_over_socket
@@ -74,6 +75,11 @@ async def test_default_model_translates_a_laymaker_sentence_end_to_end(daphne_se
     frames = await translate_over_socket(server, session, laymaker_sentences()[17])
     row = await in_thread(assert_stream_matches_row, frames, clinician)
     assert row.model_name == default_gguf_path().name and row.precision == "q4_k_m"
+    # the model checked its own text after the stream, and the gate read that, not the confidence
+    assert row.self_check is not None and row.self_check_version == SELF_CHECK_PROMPT_VERSION
+    assert "low_confidence" not in row.rerun_reason.split(",")
+    done = next(frame for frame in frames if frame["type"] == "done")
+    assert done["self_check"] == {"p_yes": round(row.self_check, 3), "version": SELF_CHECK_PROMPT_VERSION}
 
 
 

@@ -86,3 +86,52 @@ def test_the_gate_reads_the_threshold_of_the_rows_model(clinician, settings, mon
             translation_id=row.pk, status=Translation.Status.COMPLETED, output_text="High blood pressure.",
             figures=services.TranslationFigures(tokens_out=3, confidence=0.5)))
     assert [row.rerun_reason for row in rows] == ["", "low_confidence"]
+
+
+# -- the model's self-check as the gate's measure -------------------------------
+
+def test_the_self_check_threshold_is_the_sites_then_the_calibrated_one_for_todays_question(
+        settings, tmp_path, monkeypatch):
+    path = tmp_path / "gate.json"
+    path.write_text(json.dumps({"models": {"m.gguf": {
+        "p1": {"threshold": 0.5, "self_check": {"threshold": 0.61, "prompt_version": gate.SELF_CHECK_PROMPT_VERSION}},
+        "p2": {"threshold": 0.5, "self_check": {"threshold": 0.61, "prompt_version": "an-older-question"}},
+        "p3": {"threshold": 0.5}}}}))
+    read = gate._calibrations.__wrapped__
+    monkeypatch.setattr(gate, "_calibrations", lambda: read(path))
+    settings.SELF_CHECK, settings.SELF_CHECK_THRESHOLD = True, None
+    assert gate.self_check_threshold("m.gguf", "p1") == 0.61
+    # scores of another wording, or no self-check calibration: the confidence gates
+    assert gate.self_check_threshold("m.gguf", "p2") is None
+    assert gate.self_check_threshold("m.gguf", "p3") is None
+    assert gate.self_check_threshold("other.gguf", "p1") is None
+    settings.SELF_CHECK_THRESHOLD = 0.7  # a site's threshold applies to any model
+    assert gate.self_check_threshold("other.gguf", "p1") == 0.7
+    settings.SELF_CHECK = False
+    assert gate.self_check_threshold("m.gguf", "p1") is None
+
+
+def test_the_default_model_ships_a_self_check_threshold_for_the_products_prompt(settings):
+    from clinical.models import translation_prompt_version
+
+    settings.SELF_CHECK, settings.SELF_CHECK_THRESHOLD = True, None
+    version = translation_prompt_version(text="Mild left knee effusion.", language="en")
+    threshold = gate.self_check_threshold("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", version)
+    assert threshold is not None and 0 < threshold < 1
+    entry = json.loads(gate.CALIBRATION_FILE.read_text())["models"]["qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"][version]
+    assert entry["self_check"]["source"].startswith("python -m bench self_check")
+    assert 0.05 <= entry["self_check"]["rerun_rate"] <= 0.30
+
+
+def test_the_self_check_replaces_the_confidence_where_it_ran():
+    from clinical.quality.measure import rerun_reasons
+
+    common = {"safety_passed": True, "faithfulness_passed": True, "threshold": 0.55}
+    assert rerun_reasons(confidence=0.9, self_check=0.3, self_check_threshold=0.57, **common) == ["low_self_check"]
+    assert rerun_reasons(confidence=0.2, self_check=0.8, self_check_threshold=0.57, **common) == []
+    # the check did not run (the engine was busy): the confidence gates as before
+    assert rerun_reasons(confidence=0.2, self_check=None, self_check_threshold=0.57, **common) == ["low_confidence"]
+    assert rerun_reasons(confidence=0.2, self_check=0.8, self_check_threshold=None, **common) == ["low_confidence"]
+    assert rerun_reasons(confidence=0.9, self_check=0.3, self_check_threshold=0.57, safety_passed=False,
+                         faithfulness_passed=False, threshold=0.55) == [
+        "low_self_check", "safety_failed", "faithfulness_failed"]

@@ -154,6 +154,54 @@ def test_only_a_fast_text_rerun_for_low_confidence_alone_is_an_incumbent(setting
     assert candidates.incumbent_for(failed) is None
 
 
+# -- the model's own check ranks the candidates --------------------------------
+
+def checked(name: str, text: str, p_yes: float | None, confidence_logprob: float = -0.1) -> candidates.Candidate:
+    translation = Translation(input_text=KNEE, language="en", reading_level=6)
+    return candidates.candidate_measure(translation=translation, name=name, text=text,
+                                        logprobs=[confidence_logprob] * 10, ms=1.0, prompt_version="test",
+                                        self_check=p_yes)
+
+
+def test_among_passing_candidates_the_one_the_model_checks_as_faithful_wins_over_a_more_confident_one():
+    doubted = checked(candidates.RETRIEVED_EXAMPLES, "A little fluid in the left knee.", 0.40, -0.01)
+    trusted = checked(candidates.SAMPLED, KEEPS_LEFT, 0.90, -0.9)
+    assert doubted.passed and trusted.passed and doubted.confidence > trusted.confidence
+    assert candidates.candidate_select([doubted, trusted], reading_level=6) is trusted
+    # a candidate the check did not score: the confidence ranks them all, as before
+    unscored = checked(candidates.SAMPLED, KEEPS_LEFT, None, -0.9)
+    assert candidates.candidate_select([doubted, unscored], reading_level=6) is doubted
+    # the checks still come first: a failing text loses however sure the model is of it
+    failing = checked(candidates.FULL_PRECISION, DROPS_LEFT, 0.99, -0.01)
+    assert candidates.candidate_select([failing, doubted], reading_level=6) is doubted
+
+
+def test_early_stop_reads_the_self_check_threshold_where_the_candidate_was_checked(settings):
+    settings.CONFIDENCE_THRESHOLD = 0.99  # no candidate here reaches it
+    trusted = checked(candidates.RETRIEVED_EXAMPLES, KEEPS_LEFT, 0.80)
+    doubted = checked(candidates.RETRIEVED_EXAMPLES, KEEPS_LEFT, 0.50)
+    assert candidates.candidate_good_enough(trusted, model_name="m.gguf", self_check_threshold=0.57)
+    assert not candidates.candidate_good_enough(doubted, model_name="m.gguf", self_check_threshold=0.57)
+    assert not candidates.candidate_good_enough(trusted, model_name="m.gguf")  # no threshold: the confidence
+    failing = checked(candidates.RETRIEVED_EXAMPLES, DROPS_LEFT, 0.95)
+    assert not candidates.candidate_good_enough(failing, model_name="m.gguf", self_check_threshold=0.57)
+
+
+def test_a_fast_text_rerun_for_its_self_check_alone_stands_unless_a_candidate_checks_better(settings):
+    settings.RERUN_REPLACE_MARGIN = 0.0
+    row = Translation(input_text=KNEE, output_text=KEEPS_LEFT, rerun_reason="low_self_check", confidence=0.95,
+                      self_check=0.45)
+    incumbent = candidates.incumbent_for(row)
+    assert incumbent == candidates.Incumbent(confidence=0.95, margin=0.0, self_check=0.45)
+    lower = checked(candidates.SAMPLED, "A little fluid in the left knee.", 0.40, -0.01)
+    higher = checked(candidates.RETRIEVED_EXAMPLES, "Some fluid in the left knee.", 0.70, -0.9)
+    assert candidates.candidate_select([lower], reading_level=6, incumbent=incumbent) is None
+    assert candidates.candidate_select([lower, higher], reading_level=6, incumbent=incumbent) is higher
+    failed = Translation(input_text=KNEE, output_text=DROPS_LEFT, rerun_reason="low_self_check,safety_failed",
+                         self_check=0.2)
+    assert candidates.incumbent_for(failed) is None
+
+
 def test_the_candidate_record_holds_checks_and_figures_but_no_text():
     record = measured(candidates.FULL_PRECISION, INVENTS_BRAIN, -0.1).record()
     assert record["name"] == "full_precision" and record["tokens"] == 10

@@ -1,0 +1,136 @@
+"""The model's own check of each output (clinical/translation/self_check.py):
+run by the web process after the stream, stored with the translation and
+its audit event, read by the gate instead of the confidence, and by the
+re-run to choose among its candidates (clinical/rerun/execute.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from channels.db import database_sync_to_async
+
+from clinical.models import AuditEvent, Translation
+from clinical.quality.measure import translation_quality_payload
+from clinical.rerun import candidates, execute
+from clinical.translation import services
+from clinical.translation.generation import translation_generate
+from inference.fake_engine import FakeEngine
+from inference.self_check import SELF_CHECK_PROMPT_VERSION
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+KNEE = "Mild left knee effusion."
+FAST = "There is a little extra fluid in your left knee."
+BETTER = "There is a small amount of extra fluid in your left knee."
+
+
+async def create(user, text: str = KNEE) -> Translation:
+    return await database_sync_to_async(services.translation_create)(user=user, text=text)
+
+
+async def test_a_text_the_model_doubts_is_rerun_for_its_self_check_though_it_was_written_confidently(
+        clinician, settings):
+    settings.SELF_CHECK_THRESHOLD = 0.6
+    engine = FakeEngine(answer=FAST, logprob=-0.01, checks={FAST: 0.3})
+    row = await create(clinician)
+    done = await translation_generate(translation=row, engine=engine, received_ns=time.monotonic_ns())
+    assert done.status == Translation.Status.COMPLETED and done.output_text == FAST
+    assert done.confidence > 0.98 and done.safety_passed and done.faithfulness_passed
+    assert done.self_check == pytest.approx(0.3) and done.self_check_version == SELF_CHECK_PROMPT_VERSION
+    assert done.rerun_reason == "low_self_check" and done.verification == Translation.Verification.PENDING
+    assert engine.admitted == [str(row.request_id), f"{row.request_id}-check"]  # after the text, on its engine
+    event = await database_sync_to_async(AuditEvent.objects.get)(event_type="translation")
+    assert event.self_check == pytest.approx(0.3)
+    assert translation_quality_payload(done)["self_check"] == {"p_yes": 0.3, "version": SELF_CHECK_PROMPT_VERSION}
+
+
+async def test_a_text_the_model_checks_as_faithful_is_not_rerun_though_its_confidence_is_low(clinician, settings):
+    settings.SELF_CHECK_THRESHOLD = 0.6
+    engine = FakeEngine(answer=FAST, logprob=-1.5, checks={FAST: 0.9})
+    done = await translation_generate(translation=await create(clinician), engine=engine,
+                                      received_ns=time.monotonic_ns())
+    assert done.confidence < 0.3 and done.self_check == pytest.approx(0.9)
+    assert done.rerun_reason == "" and done.verification == Translation.Verification.NOT_NEEDED
+
+
+async def test_without_a_self_check_threshold_the_check_does_not_run_and_the_confidence_gates(clinician, settings):
+    settings.SELF_CHECK_THRESHOLD = None  # the rows' model ("") is not calibrated
+    engine = FakeEngine(answer=FAST, logprob=-1.5, checks={FAST: 0.9})
+    row = await create(clinician)
+    done = await translation_generate(translation=row, engine=engine, received_ns=time.monotonic_ns())
+    assert engine.admitted == [str(row.request_id)]
+    assert done.self_check is None and done.self_check_version == "" and done.rerun_reason == "low_confidence"
+
+
+async def test_a_check_that_gives_way_to_a_clinicians_translation_leaves_the_confidence_to_gate(clinician, settings):
+    """The check is background work: a translation arriving while it runs
+    stops it (the one-at-a-time engine's rule), and the row completes
+    without it, gated by its confidence."""
+    settings.SELF_CHECK_THRESHOLD = 0.6
+    engine = FakeEngine(answer=FAST, logprob=-0.01, serial=True, token_delay_s=0.05, checks={FAST: 0.3})
+    first, second = await create(clinician), await create(clinician)
+    task = asyncio.create_task(translation_generate(translation=first, engine=engine, received_ns=time.monotonic_ns()))
+    while f"{first.request_id}-check" not in engine.admitted:
+        await asyncio.sleep(0.01)
+    other = await translation_generate(translation=second, engine=engine, received_ns=time.monotonic_ns())
+    done = await task
+    assert f"{first.request_id}-check" in engine.preempted
+    assert done.status == Translation.Status.COMPLETED and done.self_check is None
+    assert done.rerun_reason == ""  # confident, both checks passed: not re-run
+    assert other.status == Translation.Status.COMPLETED
+
+
+async def test_a_socket_closed_during_the_check_still_completes_the_whole_text(clinician, settings):
+    settings.SELF_CHECK_THRESHOLD = 0.6
+    engine = FakeEngine(answer=FAST, logprob=-0.01, hang_on="Does the rewrite say the same thing")
+    row = await create(clinician)
+    task = asyncio.create_task(translation_generate(translation=row, engine=engine, received_ns=time.monotonic_ns()))
+    while f"{row.request_id}-check" not in engine.admitted:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    stored = await database_sync_to_async(Translation.objects.get)(pk=row.pk)
+    assert stored.status == Translation.Status.COMPLETED and stored.output_text == FAST
+    assert stored.self_check is None and f"{row.request_id}-check" in engine.aborted
+    assert await database_sync_to_async(AuditEvent.objects.filter(event_type="translation").count)() == 1
+
+
+def test_the_rerun_keeps_the_candidate_the_model_checks_best_and_records_every_score(clinician, settings,
+                                                                                     monkeypatch):
+    """The worker checks each candidate on its engine; the one it scores
+    highest (and above the fast text) replaces the doubted fast text."""
+    settings.SELF_CHECK_THRESHOLD = 0.6
+    settings.RERUN_CANDIDATES = ("full_precision", "sampled")
+    settings.RERUN_REPLACE_MARGIN = 0.0
+    worker = FakeEngine(answer=BETTER, logprob=-1.0, checks={BETTER: 0.8})
+    monkeypatch.setattr(execute, "rerun_engine_get", lambda: worker)
+    row = services.translation_create(user=clinician, text=KNEE)
+    row = services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=FAST,
+                                      figures=services.TranslationFigures(tokens_out=9, confidence=0.97,
+                                                                          self_check=0.3))
+    assert row.rerun_reason == "low_self_check"
+    done = execute.rerun_execute(translation_id=row.pk)
+    assert done.output_text == BETTER and done.self_check == pytest.approx(0.8)
+    # the first candidate checked at 0.8 >= 0.6 and may replace the fast text: the search stops there
+    assert [(r["name"], r["self_check"]) for r in done.candidates] == [("full_precision", 0.8)]
+    assert "doubted by the model's own check (0.30" in done.change_note
+    event = AuditEvent.objects.get(event_type="verification")
+    assert event.self_check == pytest.approx(0.8) and event.rerun_candidates[0]["self_check"] == 0.8
+
+
+def test_the_rerun_keeps_the_fast_text_when_no_candidate_checks_better(clinician, settings, monkeypatch):
+    settings.SELF_CHECK_THRESHOLD = 0.6
+    settings.RERUN_CANDIDATES = ("sampled",)
+    settings.RERUN_REPLACE_MARGIN = 0.0
+    worker = FakeEngine(answer=BETTER, logprob=-0.01, checks={BETTER: 0.2})
+    monkeypatch.setattr(execute, "rerun_engine_get", lambda: worker)
+    row = services.translation_create(user=clinician, text=KNEE)
+    services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=FAST,
+                                figures=services.TranslationFigures(tokens_out=9, confidence=0.5, self_check=0.3))
+    done = execute.rerun_execute(translation_id=row.pk)
+    assert done.candidate == candidates.FAST_TEXT and done.output_text == FAST
+    assert done.self_check == pytest.approx(0.3)
+    assert done.change_note.startswith("The first text stands") and "own check gave it 0.30" in done.change_note
