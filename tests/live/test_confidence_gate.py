@@ -69,6 +69,40 @@ async def test_low_confidence_output_is_replaced_by_the_fp32_rerun_live(
 
 
 @pytest.mark.slow
+async def test_a_text_the_model_doubts_is_rechecked_candidate_by_candidate_on_the_vllm_worker_live(
+        daphne_server, celery_worker_process, clinician):
+    """The self-check path end to end: the server's llama.cpp engine checks
+    its own text after the stream, the gate reads that (a site threshold
+    above any answer), and the vLLM worker checks each candidate it writes
+    and records the scores."""
+    check = {"SELF_CHECK_THRESHOLD": "0.99", "RERUN_CANDIDATES": "full_precision,sampled"}
+    worker = celery_worker_process(RERUN_ENGINE="vllm", RERUN_MODEL=str(smollm2_hf_path()),
+                                   INFERENCE_MODEL=str(smollm2_gguf_path()), **check)
+    server = daphne_server(INFERENCE_ENGINE="llamacpp", INFERENCE_MODEL=str(smollm2_gguf_path()),
+                           CONFIDENCE_THRESHOLD="0", **check)  # the confidence alone would send nothing
+    session = await in_thread(lambda: server.login(clinician.username))
+    async with await open_socket(server, session) as socket:
+        await socket.send(json.dumps({"type": "translate", "text": laymaker_sentences()[4]}))
+        frames = await receive_until(socket, FINAL, timeout=240)
+
+    types = [f["type"] for f in frames]
+    done = frames[types.index("done")]
+    assert done["verification"] == "pending" and 0 <= done["self_check"]["p_yes"] < 0.99
+    assert types[-1] == "verified", worker.logs()[-3000:]
+    assert "model's own check" in frames[-1]["message"]
+
+    def check_database():
+        translation = Translation.objects.get()
+        assert translation.self_check == pytest.approx(done["self_check"]["p_yes"], abs=5e-4)
+        assert translation.rerun_reason.split(",")[0] == "low_self_check"
+        rerun = Rerun.objects.get(translation=translation)
+        tried = [r for r in rerun.candidates if "skipped" not in r]
+        assert [r["name"] for r in tried] == ["full_precision", "sampled"]  # none reached 0.99: both ran
+        assert all(0 <= r["self_check"] <= 1 for r in tried) and rerun.self_check is not None
+    await in_thread(check_database)
+
+
+@pytest.mark.slow
 async def test_gate_sends_nothing_to_the_queue_above_the_threshold(daphne_server, clinician, stack_env):
     server = daphne_server(INFERENCE_ENGINE="llamacpp", INFERENCE_MODEL=str(smollm2_gguf_path()),
                            CONFIDENCE_THRESHOLD="0", SAFETY_RERUN="0")  # the confidence gate alone
