@@ -25,20 +25,28 @@ async def translation_self_check(*, translation: Translation, engine: Engine, te
 
     Runs only where the gate reads it: a self-check threshold exists for the
     translation's model and prompt version (:func:`clinical.quality.gate.self_check_threshold`)
-    and ``text`` is not empty. Background work like the glossary's: it waits
-    behind other clinicians' queued translations and gives way to one that
-    arrives while it runs, so their time to first word does not include it.
+    and ``text`` is not empty; and, on a CPU engine, only while no other
+    translation is waiting or running (:meth:`inference.base.Engine.interactive_queue_depth`):
+    there the check costs the cores the clinicians share. Background work
+    like the glossary's: it gives way to a translation that arrives while it
+    runs, so their time to first word does not include it.
 
     Returns:
         P(yes) in [0, 1], or ``None`` when it did not run or gave no answer
-        (not applicable, the engine's queue full, preempted by a
-        translation, or an engine failure, logged without text): the gate
-        then reads the confidence.
+        (not applicable, translations waiting on a CPU engine, the engine's
+        queue full, preempted by a translation, or an engine failure, logged
+        without text): the gate then reads the confidence.
 
     Raises:
         asyncio.CancelledError: after the engine request is aborted.
     """
     if not text.strip() or gate.self_check_threshold(translation.model_name, translation.prompt_version) is None:
+        return None
+    if engine.info.device == "cpu" and engine.interactive_queue_depth() > 0:
+        # Other clinicians' translations are waiting or running: on a CPU the check's prompt
+        # would take their cores (about 2.5 CPU-s a check) and hold this one's "done" behind
+        # them (8 clinicians at once: E2E P50 1.9x, docs/benchmarks/ward-self-check.md).
+        logger.info("self-check skipped, translations waiting")
         return None
     try:
         engine.admit(background=True)

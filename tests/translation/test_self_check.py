@@ -82,6 +82,24 @@ async def test_a_check_that_gives_way_to_a_clinicians_translation_leaves_the_con
     assert other.status == Translation.Status.COMPLETED
 
 
+async def test_on_a_busy_cpu_engine_the_check_is_skipped_and_the_confidence_gates(clinician, settings):
+    """A clinician's translation is waiting when another's text is whole:
+    the check would take the cores they share, so it does not run."""
+    settings.SELF_CHECK_THRESHOLD = 0.6
+    engine = FakeEngine(answer=FAST, logprob=-0.01, serial=True, token_delay_s=0.05, checks={FAST: 0.3})
+    first, second = await create(clinician), await create(clinician)
+    task = asyncio.create_task(translation_generate(translation=first, engine=engine, received_ns=time.monotonic_ns()))
+    while str(first.request_id) not in engine.admitted:
+        await asyncio.sleep(0.01)
+    other = asyncio.create_task(translation_generate(translation=second, engine=engine,
+                                                     received_ns=time.monotonic_ns()))
+    done, after = await task, await other
+    assert f"{first.request_id}-check" not in engine.admitted  # skipped while the second waited
+    assert done.self_check is None and done.rerun_reason == ""  # confident and passing: not re-run
+    assert after.self_check == pytest.approx(0.3)  # alone by then: checked
+    assert f"{second.request_id}-check" in engine.admitted
+
+
 async def test_a_socket_closed_during_the_check_still_completes_the_whole_text(clinician, settings):
     settings.SELF_CHECK_THRESHOLD = 0.6
     engine = FakeEngine(answer=FAST, logprob=-0.01, hang_on="Does the rewrite say the same thing")
