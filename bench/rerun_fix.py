@@ -89,6 +89,9 @@ class Gate:
     clusters: int = 0
     per_cluster: int = 0
     self_checks: dict[str, float] | None = None
+    #: Each gated row's re-run reasons as the product's gate gives them
+    #: (``clinical.quality.measure.rerun_reasons``), by ID.
+    reasons: dict[str, list[str]] | None = None
 
     def fold(self, row_id: str) -> str:
         """``"A"`` or ``"B"``: the cross-fit half the row belongs to."""
@@ -125,18 +128,19 @@ class Gate:
 
 def gated_rows(*, outputs: Path, clusters: int, per_cluster: int, k: int, prompt_version: str = "",
                threshold: float | None = None, headings: bool = False,
-               self_checks: dict[str, float] | None = None) -> Gate:
+               self_check_report: Path | None = None) -> Gate:
     """Read the cached fast outputs of one cluster variant and apply the
     product's gate: the calibrated threshold for ``prompt_version`` (default
     the rows' own) or ``threshold``, plus a failed safety or faithfulness
-    check. With ``self_checks`` (``{ID: P(yes)}`` of the fast texts) the
-    self-check threshold calibrated for ``prompt_version`` replaces the
-    confidence's (:attr:`Gate.threshold` is then ``"self_check<T"``). Gated
-    IDs in numeric order.
+    check. With ``self_check_report`` (``python -m bench self_check``'s
+    JSON: the fast texts' P(yes), :func:`fast_self_checks`) the self-check
+    threshold calibrated for ``prompt_version`` replaces the confidence's
+    (:attr:`Gate.threshold` is then ``"self_check<T"``). Gated IDs in
+    numeric order, each with its reasons (:attr:`Gate.reasons`).
 
     Raises:
         SystemExit: ``outputs`` has no row of that variant, or
-            ``self_checks`` without a calibrated self-check threshold.
+            ``self_check_report`` without a calibrated self-check threshold.
     """
     from bench.quality import crossfit_plan, laymaker_rows
     from clinical.quality import measure as quality
@@ -152,6 +156,7 @@ def gated_rows(*, outputs: Path, clusters: int, per_cluster: int, k: int, prompt
     version = prompt_version or next(iter(fast.values()))["prompt_version"]
     threshold = threshold if threshold is not None else gate_threshold(model, version)
     check_threshold = None
+    self_checks = fast_self_checks(self_check_report, fast) if self_check_report is not None else None
     if self_checks is not None:
         check_threshold = self_check_threshold(model, version)
         if check_threshold is None:
@@ -162,14 +167,16 @@ def gated_rows(*, outputs: Path, clusters: int, per_cluster: int, k: int, prompt
     routers = {name: sub.clusters(clusters, per_cluster) for name, sub in pools.items()}
     checks = {i: quality.output_quality(input_text=by_id[i]["ORIGINAL"], output_text=row["output"], language="en")
               for i, row in fast.items()}
-    gated = [i for i in sorted(fast, key=int)
-             if quality.rerun_reasons(confidence=fast[i]["confidence"], safety_passed=checks[i].safety.passed,
-                                      threshold=threshold, faithfulness_passed=checks[i].faithfulness.passed,
-                                      self_check=(self_checks or {}).get(i), self_check_threshold=check_threshold)]
+    reasons = {i: quality.rerun_reasons(confidence=fast[i]["confidence"], safety_passed=checks[i].safety.passed,
+                                        threshold=threshold, faithfulness_passed=checks[i].faithfulness.passed,
+                                        self_check=(self_checks or {}).get(i), self_check_threshold=check_threshold)
+               for i in fast}
+    gated = [i for i in sorted(fast, key=int) if reasons[i]]
     return Gate(data=data, by_id=by_id, fast=fast, checks=checks, gated=gated, model=model, version=version,
                 threshold=threshold if check_threshold is None else f"self_check<{check_threshold}",
                 plan=plan, routers=routers, pools=pools, k=k, headings=headings,
-                clusters=clusters, per_cluster=per_cluster, self_checks=self_checks)
+                clusters=clusters, per_cluster=per_cluster, self_checks=self_checks,
+                reasons={i: reasons[i] for i in gated})
 
 
 def fast_self_checks(path: Path, fast: dict[str, dict]) -> dict[str, float]:
@@ -256,21 +263,14 @@ def main(argv: list[str] | None = None) -> int:
     django.setup()
     from bench.quality import score
     from clinical.models import Translation
-    from clinical.quality import measure as quality
-    from clinical.quality.gate import self_check_threshold
     from clinical.rerun.engine import run_in_engine_loop
     from clinical.rerun.execute import rerun_candidates_run
     from inference.factory import EngineConfig, create_engine
 
-    self_checks = None
-    if args.self_check:
-        cached = _rows(Path(args.outputs), clusters=args.clusters, per_cluster=args.per_cluster, k=args.k,
-                       headings=args.headings)
-        self_checks = fast_self_checks(Path(args.self_check), cached)
     gate = gated_rows(outputs=Path(args.outputs), clusters=args.clusters, per_cluster=args.per_cluster, k=args.k,
                       prompt_version=args.prompt_version, threshold=args.threshold, headings=args.headings,
-                      self_checks=self_checks)
-    check_threshold = self_check_threshold(gate.model, gate.version) if self_checks is not None else None
+                      self_check_report=Path(args.self_check) if args.self_check else None)
+    self_checks = gate.self_checks
     data, by_id, fast, checks, gated = gate.data, gate.by_id, gate.fast, gate.checks, gate.gated
     model, version, threshold, fast_messages = gate.model, gate.version, gate.threshold, gate.fast_messages
     to_run = gated[:args.limit] if args.limit else gated
@@ -302,12 +302,7 @@ def main(argv: list[str] | None = None) -> int:
                 text = by_id[row_id]["ORIGINAL"]
                 # With --incumbent the row carries the product's reasons, so a fast text that
                 # passed both checks stands unless a candidate is clearly better (incumbent_for).
-                reasons = quality.rerun_reasons(
-                    confidence=fast[row_id]["confidence"], safety_passed=checks[row_id].safety.passed,
-                    threshold=threshold if self_checks is None else 0.0,
-                    faithfulness_passed=checks[row_id].faithfulness.passed,
-                    self_check=(self_checks or {}).get(row_id), self_check_threshold=check_threshold,
-                ) if args.incumbent else []
+                reasons = gate.reasons[row_id] if args.incumbent else []
                 translation = Translation(input_text=text, language="en", reading_level=6, prompt_version=version,
                                           model_name=model, output_text=fast[row_id]["output"],
                                           confidence=fast[row_id]["confidence"], rerun_reason=",".join(reasons),
