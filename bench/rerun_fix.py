@@ -92,6 +92,8 @@ class Gate:
     #: Each gated row's re-run reasons as the product's gate gives them
     #: (``clinical.quality.measure.rerun_reasons``), by ID.
     reasons: dict[str, list[str]] | None = None
+    #: The self-check threshold of the gate (with ``self_checks``), else ``None``.
+    self_check_threshold: float | None = None
 
     def fold(self, row_id: str) -> str:
         """``"A"`` or ``"B"``: the cross-fit half the row belongs to."""
@@ -176,7 +178,7 @@ def gated_rows(*, outputs: Path, clusters: int, per_cluster: int, k: int, prompt
                 threshold=threshold if check_threshold is None else f"self_check<{check_threshold}",
                 plan=plan, routers=routers, pools=pools, k=k, headings=headings,
                 clusters=clusters, per_cluster=per_cluster, self_checks=self_checks,
-                reasons={i: reasons[i] for i in gated})
+                reasons={i: reasons[i] for i in gated}, self_check_threshold=check_threshold)
 
 
 def fast_self_checks(path: Path, fast: dict[str, dict]) -> dict[str, float]:
@@ -331,7 +333,8 @@ def main(argv: list[str] | None = None) -> int:
 
     report = _report(data, fast, checks, gated, to_run, done, threshold=threshold, version=version, model=model,
                      score=score, command=" ".join(sys.argv[1:] if argv is None else argv))
-    report["hand_judged"] = verdicts_count(report, data, fast, done, Path(args.hand_judged))
+    report["hand_judged"] = verdicts_count(report, data, fast, done, Path(args.hand_judged),
+                                           self_checks=self_checks, check_threshold=gate.self_check_threshold)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(f"{args.out}.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     Path(f"{args.out}.md").write_text(render(report), encoding="utf-8")
@@ -377,16 +380,27 @@ def _report(data, fast, checks, gated, to_run, done, *, threshold, version, mode
     }
 
 
-def verdicts_count(report: dict, data: list[dict], fast: dict, done: dict, hand_judged: Path) -> dict:
+def verdicts_count(report: dict, data: list[dict], fast: dict, done: dict, hand_judged: Path, *,
+                   self_checks: dict[str, float] | None = None, check_threshold: float | None = None) -> dict:
     """The hand-judged verdicts (:func:`bench.self_check.hand_labels`) of
     the fast and the delivered texts of every row: ``{"fast": {verdict:
     n}, "delivered": {...}, "delivered_unjudged_changed": [IDs]}`` (a text
     never judged counts as ``"unjudged"``; the last list: re-run rows whose
-    delivered text nobody judged, to read)."""
+    delivered text nobody judged, to read).
+
+    With ``self_checks`` (the fast texts' P(yes)) and ``check_threshold``
+    also ``"doubted"`` and ``"trusted"``: the delivered texts' verdicts
+    split by whether the model's own check of the delivered text (the kept
+    candidate's where the row was re-run, else the fast text's) is under
+    the threshold, which is what the product shows the clinician as
+    "doubted" (:func:`clinical.quality.display.self_check_display`); a text
+    without a score counts as trusted. ``"doubted_ids"``: those rows."""
     from bench.self_check import hand_labels
 
     labels = hand_labels(hand_judged.read_text(encoding="utf-8"), {r["ID"] for r in data})
     counts: dict[str, dict[str, int]] = {"fast": {}, "delivered": {}}
+    split: dict[str, dict[str, int]] = {"doubted": {}, "trusted": {}}
+    doubted_ids = []
     unjudged = []
     for row in data:
         i = row["ID"]
@@ -399,7 +413,17 @@ def verdicts_count(report: dict, data: list[dict], fast: dict, done: dict, hand_
             counts[name][verdict] = counts[name].get(verdict, 0) + 1
         if i in done and after != before and (i, after) not in labels:
             unjudged.append(i)
-    return {**counts, "delivered_unjudged_changed": sorted(unjudged, key=int)}
+        if self_checks is not None and check_threshold is not None:
+            p_yes = done[i].get("self_check") if i in done else self_checks.get(i)
+            side = "doubted" if p_yes is not None and p_yes < check_threshold else "trusted"
+            verdict = labels.get((i, after), "unjudged")
+            split[side][verdict] = split[side].get(verdict, 0) + 1
+            if side == "doubted":
+                doubted_ids.append(i)
+    result = {**counts, "delivered_unjudged_changed": sorted(unjudged, key=int)}
+    if self_checks is not None and check_threshold is not None:
+        result.update(split, doubted_ids=doubted_ids, check_threshold=check_threshold)
+    return result
 
 
 def render(report: dict) -> str:
@@ -436,12 +460,20 @@ def render(report: dict) -> str:
     if judged:
         lines += ["", "Hand-judged verdicts (docs/quality/hand-judged.md) of the texts as written here, every row:", "",
                   "| text | correct | lossy | wrong | not judged |", "|---|---|---|---|---|"]
-        for name in ("fast", "delivered"):
-            c = judged[name]
+        names = {"fast": "fast", "delivered": "delivered"}
+        if "doubted" in judged:
+            below = judged["check_threshold"]
+            names.update(doubted=f"delivered, shown as doubted (own check under {below})",
+                         trusted="delivered, not doubted")
+        for key, name in names.items():
+            c = judged[key]
             lines.append(f"| {name} | {c.get('correct', 0)} | {c.get('lossy', 0)} | {c.get('wrong', 0)} | "
                          f"{c.get('unjudged', 0)} |")
         lines.append(f"\nRe-run rows whose delivered text is new and not judged: "
                      f"{', '.join(judged['delivered_unjudged_changed']) or 'none'}.")
+        if "doubted" in judged:
+            lines.append(f"\nDelivered texts the page, the handout, the verified frame and the API show as doubted "
+                         f"by the model's own check: {', '.join(judged['doubted_ids']) or 'none'}.")
     lines += ["", "## Before and after (every re-run)", "", "| ID | fast text | failed a check | kept | re-run text | "
               "passes both |", "|---|---|---|---|---|---|"]
     for p in report["pairs"]:

@@ -226,6 +226,17 @@ def rerun_change_note(*, translation: Translation, rerun: Rerun) -> str:
     return note
 
 
+def _still_doubted(translation: Translation, rerun: Rerun) -> str:
+    """The verified message's warning when the model's own check doubts the
+    kept text too (P(yes) under the threshold the fast text was gated by,
+    :attr:`clinical.models.Translation.self_check_threshold`), else ""."""
+    threshold = translation.self_check_threshold
+    if rerun.self_check is None or threshold is None or rerun.self_check >= threshold:
+        return ""
+    return (f" The model's own check still doubts this text ({rerun.self_check:.2f}, under {threshold:.2f}); "
+            "read it against the diagnosis before giving it to the patient.")
+
+
 VERIFICATION_MESSAGES = {
     Translation.Verification.PENDING: "Low confidence: queued for verification in full precision…",
     Translation.Verification.RUNNING: "Verifying in full precision…",
@@ -292,5 +303,6 @@ def verification_frame(translation: Translation) -> dict | None:
                               " The safety check still finds facts missing; check the text.")
                            + ("" if rerun.faithfulness_passed is not False else
                               " The faithfulness check still flags statements the note does not make; "
-                              "check the text.")}
+                              "check the text.")
+                           + _still_doubted(translation, rerun)}
     return None

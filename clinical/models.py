@@ -129,6 +129,11 @@ class Translation(models.Model):
                   "(inference.self_check), in [0, 1]; empty when it did not run.")
     self_check_version = models.CharField(max_length=32, blank=True,
                                           help_text="Version of the self-check question that gave self_check.")
+    self_check_threshold = models.FloatField(
+        null=True, blank=True,
+        help_text="The P(yes) below which the gate re-ran the output and the re-run kept looking "
+                  "(clinical.quality.gate.self_check_threshold when it completed); a text below it "
+                  "is shown as doubted. Empty where the gate read the confidence.")
     verification = models.CharField(
         max_length=12, choices=Verification.choices, default=Verification.NOT_NEEDED, db_index=True,
         help_text="Full-precision re-run state; set when confidence is below the threshold "
@@ -180,6 +185,11 @@ class Translation(models.Model):
                 condition=models.Q(self_check__isnull=True)
                 | (models.Q(self_check__gte=0) & models.Q(self_check__lte=1)),
                 name="translation_self_check_in_unit_interval",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(self_check_threshold__isnull=True)
+                | (models.Q(self_check_threshold__gte=0) & models.Q(self_check_threshold__lte=1)),
+                name="translation_self_check_threshold_in_unit_interval",
             ),
         ]
 

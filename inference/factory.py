@@ -193,10 +193,13 @@ def create_engine(config: EngineConfig) -> Engine:
         # Tests of the web stack slow the fake engine down to exercise cancel
         # (FAKE_ENGINE_TOKEN_DELAY_S, seconds per token), fix its answer
         # (FAKE_ENGINE_ANSWER), or make it hang on requests whose text contains
-        # FAKE_ENGINE_HANG_ON (the re-run worker's time limit, tests/live/test_rerun_hang.py).
+        # FAKE_ENGINE_HANG_ON (the re-run worker's time limit, tests/live/test_rerun_hang.py),
+        # or answer every self-check with one P(yes) (FAKE_ENGINE_SELF_CHECK).
+        check_all = os.environ.get("FAKE_ENGINE_SELF_CHECK")
         engine = FakeEngine(token_delay_s=float(os.environ.get("FAKE_ENGINE_TOKEN_DELAY_S", "0")),
                             answer=os.environ.get("FAKE_ENGINE_ANSWER") or None,
-                            hang_on=os.environ.get("FAKE_ENGINE_HANG_ON") or None)
+                            hang_on=os.environ.get("FAKE_ENGINE_HANG_ON") or None,
+                            check_all=float(check_all) if check_all else None)
         engine.max_queue = config.max_queue
         return engine
     if name == "llamacpp":

@@ -56,6 +56,9 @@ class FakeEngine(Engine):
             key is answered "Yes" with logprob ``log(P)`` (``P >= 0.5``) or
             "No" with ``log(1 - P)``, so :func:`inference.self_check.self_check_run`
             reads ``P`` back. Other self-check prompts get the usual answer.
+        check_all: P(yes) answered to every self-check prompt whose rewrite
+            is not in ``checks`` (``FAKE_ENGINE_SELF_CHECK``, for a whole
+            server in tests of the page); ``None``: the usual answer.
 
     Attributes:
         aborted: request ids passed to :meth:`abort`.
@@ -68,9 +71,10 @@ class FakeEngine(Engine):
     def __init__(self, *, token_delay_s: float = 0.0, logprob: float = -0.05,
                  fail_after: int | None = None, answer: str | None = None,
                  serial: bool = False, hang_on: str | None = None,
-                 checks: dict[str, float] | None = None) -> None:
+                 checks: dict[str, float] | None = None, check_all: float | None = None) -> None:
         self.answer = answer
         self.checks = dict(checks or {})
+        self.check_all = check_all
         self.hang_on = hang_on
         self.token_delay_s = token_delay_s
         self.logprob = logprob
@@ -171,13 +175,13 @@ class FakeEngine(Engine):
 
     def _check_answer(self, messages: Sequence[dict[str, str]]) -> tuple[str, float] | None:
         """``(answer token, logprob)`` for a self-check prompt whose rewrite
-        is in :attr:`checks`, else ``None``."""
-        if not self.checks or messages[0]["content"] != SELF_CHECK_SYSTEM:
+        is in :attr:`checks` (or any, with :attr:`check_all`), else ``None``."""
+        if not (self.checks or self.check_all is not None) or messages[0]["content"] != SELF_CHECK_SYSTEM:
             return None
         rewrite = messages[-1]["content"].rsplit("\nRewrite: ", 1)[-1]
-        if rewrite not in self.checks:
+        p_yes = self.checks.get(rewrite, self.check_all)
+        if p_yes is None:
             return None
-        p_yes = self.checks[rewrite]
         return ("Yes", math.log(p_yes)) if p_yes >= 0.5 else ("No", math.log(1 - p_yes))
 
     async def _stream(self, request_id, words, messages, params, admitted_ns, logprob):

@@ -81,6 +81,11 @@ class SelfCheckSerializer(serializers.Serializer):
     p_yes = serializers.FloatField(help_text="The model's own check: the probability it gives \"Yes\" to "
                                    "\"does the rewrite say the same thing as the diagnosis?\" (0-1).")
     version = serializers.CharField(help_text="Version of the self-check question.")
+    threshold = serializers.FloatField(allow_null=True, help_text="The P(yes) below which the gate re-runs "
+                                       "a text (0-1; null where the confidence gated it).")
+    passed = serializers.BooleanField(allow_null=True, help_text="`p_yes` is at or above `threshold`; false: "
+                                      "the model doubts this text, read it against the diagnosis before "
+                                      "giving it to a patient (null without a threshold).")
 
 
 class GlossaryTermSerializer(serializers.Serializer):

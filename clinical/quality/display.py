@@ -5,7 +5,8 @@ faithfulness check and glossary: the words and numbers shown on the detail and h
 Input: the payloads of :mod:`clinical.quality.measure` (``readability``:
 ``{"input_fkgl", "output_fkgl", "measure", "score", "note"}``; ``safety``:
 ``{"passed", "missing": [{"kind", "text"}]}``; ``faithfulness``:
-``{"passed", "flags": [{"kind", "text", "detail"}]}``; ``glossary``:
+``{"passed", "flags": [{"kind", "text", "detail"}]}``; ``self_check``:
+``{"p_yes", "version", "threshold", "passed"}`` or ``None``; ``glossary``:
 ``[{"term", "definition", "source"}]``). The measures themselves are
 computed in :mod:`clinical.quality.readability` and :mod:`clinical.quality.safety`.
 """
@@ -33,6 +34,17 @@ FLAG_LABELS = {
 FAITHFULNESS_PASSED = ("Nothing added: the explanation states no number, unit, drug, side, body part, "
                        "vital sign, organ failure, negation or person that the diagnosis does not.")
 NOT_MEASURED = "Not measured for this language."
+#: The model's own check (``{p}``, ``{t}``: P(yes) and the gate's threshold
+#: in whole percent). The doubted rate: on laymaker-dev (cross-fitted, the
+#: default model, hand-judged) 7 of the 28 delivered texts under the
+#: threshold were wrong against 7 of the 207 judged others
+#: (docs/quality/rerun-fix-self-check-incumbent.md).
+SELF_CHECK_PASSED = ("Says the same as the diagnosis by the model's own check: {p} % "
+                     "(texts under {t} % are re-checked).")
+SELF_CHECK_DOUBTED = ("Doubted by the model's own check: {p} % that it says the same as the diagnosis "
+                      "(under {t} %). Read it against the diagnosis before giving it to the patient: "
+                      "in testing, 1 in 4 such texts was wrong, against 1 in 30 of the others.")
+SELF_CHECK_MEASURED = "The model's own check: {p} % that it says the same as the diagnosis."
 #: What the clinician is told for a language in ``LANGUAGE_REVIEW_REQUIRED``
 #: (``{language}``: its name). The checks read numbers, units, sides and
 #: "I/my" in Spanish, not its drugs, negation, body parts or possessives
@@ -92,6 +104,26 @@ def faithfulness_display(*, faithfulness: dict | None) -> dict:
                        "text": item.get("text", ""), "detail": item.get("detail", "")} for item in flags]}
 
 
+def _percent(value: float) -> int:
+    return round(value * 100)
+
+
+def self_check_display(*, self_check: dict | None) -> dict | None:
+    """``{"state": "passed"|"doubted"|"measured", "summary"}`` for the
+    model's own check (:func:`clinical.quality.measure.self_check_payload`):
+    ``doubted`` when P(yes) is under the gate's threshold, ``measured``
+    where no threshold applied; ``None`` when the check did not run (the
+    page then shows no panel)."""
+    if not self_check:
+        return None
+    p, threshold, passed = self_check["p_yes"], self_check.get("threshold"), self_check.get("passed")
+    if passed is None or threshold is None:
+        return {"state": "measured", "summary": SELF_CHECK_MEASURED.format(p=_percent(p))}
+    template = SELF_CHECK_PASSED if passed else SELF_CHECK_DOUBTED
+    return {"state": "passed" if passed else "doubted",
+            "summary": template.format(p=_percent(p), t=_percent(threshold))}
+
+
 def language_review_notes() -> dict[str, str]:
     """``{language code: note}`` for the languages of
     ``settings.LANGUAGE_REVIEW_REQUIRED`` that translations may be written
@@ -104,7 +136,8 @@ def language_review_notes() -> dict[str, str]:
 def translation_quality_display(*, translation: Translation) -> dict | None:
     """The panels for the text the page shows (the verified re-run's own
     check once verified, else the fast output's): ``{"readability",
-    "safety", "faithfulness", "glossary", "verified", "language_note"}``
+    "safety", "faithfulness", "self_check", "glossary", "verified",
+    "language_note"}`` (``self_check``: :func:`self_check_display`)
     (``language_note``: :func:`language_review_notes`' note for the
     translation's language, else ""); ``None`` before the output completed."""
     if translation.status != Translation.Status.COMPLETED:
@@ -118,6 +151,7 @@ def translation_quality_display(*, translation: Translation) -> dict | None:
                                            reading_level=translation.reading_level),
         "safety": safety_display(safety=payload["safety"]),
         "faithfulness": faithfulness_display(faithfulness=payload.get("faithfulness")),
+        "self_check": self_check_display(self_check=payload.get("self_check")),
         "glossary": payload.get("glossary") or [],
         "verified": verified is not None,
         "language_note": language_review_notes().get(translation.language, ""),

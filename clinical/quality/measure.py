@@ -91,16 +91,27 @@ def faithfulness_payload(*, passed: bool | None, flags: list[dict] | None) -> di
                                         for f in flags or []]}
 
 
-def self_check_payload(*, p_yes: float | None, version: str) -> dict | None:
-    """``{"p_yes", "version"}`` (P(yes) in [0, 1] rounded to 3 decimals;
-    the self-check question's version), ``None`` when it did not run."""
-    return None if p_yes is None else {"p_yes": round(p_yes, 3), "version": version}
+def self_check_payload(*, p_yes: float | None, version: str, threshold: float | None = None) -> dict | None:
+    """``{"p_yes", "version", "threshold", "passed"}`` (P(yes) in [0, 1]
+    rounded to 3 decimals; the self-check question's version; the gate's
+    threshold the text was held to, :attr:`clinical.models.Translation.self_check_threshold`,
+    or ``None`` where the gate read the confidence; ``passed``: P(yes) at or
+    above it, ``None`` without one), ``None`` when the check did not run.
+
+    ``passed`` false on a delivered text means the model doubts even the
+    text it kept: on laymaker-dev (cross-fitted, the default model) 28 of
+    250 delivered texts were below the threshold and held 7 of the 14
+    hand-judged wrong ones (docs/quality/rerun-fix-self-check-incumbent.md)."""
+    if p_yes is None:
+        return None
+    return {"p_yes": round(p_yes, 3), "version": version, "threshold": threshold,
+            "passed": None if threshold is None else p_yes >= threshold}
 
 
 def translation_quality_payload(translation) -> dict:
     """The fast output's quality for frames and the API:
     ``{"readability", "safety", "faithfulness", "self_check", "rerun_reason",
-    "glossary"}`` (``self_check``: ``{"p_yes", "version"}`` or ``None`` when
+    "glossary"}`` (``self_check``: :func:`self_check_payload`, ``None`` when
     the model's own check did not run)."""
     return {
         "readability": readability_payload(
@@ -110,7 +121,8 @@ def translation_quality_payload(translation) -> dict:
         "safety": safety_payload(passed=translation.safety_passed, missing=translation.safety_missing),
         "faithfulness": faithfulness_payload(passed=translation.faithfulness_passed,
                                              flags=translation.faithfulness_flags),
-        "self_check": self_check_payload(p_yes=translation.self_check, version=translation.self_check_version),
+        "self_check": self_check_payload(p_yes=translation.self_check, version=translation.self_check_version,
+                                         threshold=translation.self_check_threshold),
         "rerun_reason": translation.rerun_reason,
         "glossary": list(translation.glossary or []),
     }
@@ -128,7 +140,8 @@ def rerun_quality_payload(rerun) -> dict:
             measure=translation.readability_measure, note=translation.readability_note),
         "safety": safety_payload(passed=rerun.safety_passed, missing=rerun.safety_missing),
         "faithfulness": faithfulness_payload(passed=rerun.faithfulness_passed, flags=rerun.faithfulness_flags),
-        "self_check": self_check_payload(p_yes=rerun.self_check, version=SELF_CHECK_PROMPT_VERSION),
+        "self_check": self_check_payload(p_yes=rerun.self_check, version=SELF_CHECK_PROMPT_VERSION,
+                                         threshold=translation.self_check_threshold),
     }
 
 

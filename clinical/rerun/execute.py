@@ -225,8 +225,9 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
     ``RERUN_CANDIDATES``) for ``translation`` in order on ``engine``, and
     pick one (:func:`clinical.rerun.candidates.candidate_select`).
 
-    Where the gate reads the model's own check for the translation
-    (:func:`clinical.quality.gate.self_check_threshold`), each candidate is
+    Where the gate reads the model's own check for the translation (the
+    threshold stored with it, :attr:`clinical.models.Translation.self_check_threshold`,
+    else :func:`clinical.quality.gate.self_check_threshold`), each candidate is
     checked the same way on ``engine`` (one prompt and one token), and
     the early stop and the choice read it.
 
@@ -264,7 +265,9 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
     """
     names = names or rerun_candidates.candidate_names()
     incumbent = rerun_candidates.incumbent_for(translation)
-    check_threshold = gate.self_check_threshold(translation.model_name, translation.prompt_version)
+    # The threshold the fast text was gated by, so "doubted" means the same for it and the kept text.
+    check_threshold = (translation.self_check_threshold if translation.self_check_threshold is not None
+                       else gate.self_check_threshold(translation.model_name, translation.prompt_version))
     budget_s = settings.RERUN_SOFT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
     deadline = time.monotonic() + budget_s
     measured: list[rerun_candidates.Candidate] = []

@@ -361,14 +361,14 @@ def translation_finish(*, translation_id: int, status: str, output_text: str,
         _quality_store(row)
         if figures.self_check is not None:
             row.self_check, row.self_check_version = figures.self_check, SELF_CHECK_PROMPT_VERSION
+        row.self_check_threshold = gate.self_check_threshold(row.model_name, row.prompt_version)
         reasons = quality.rerun_reasons(confidence=row.confidence, safety_passed=row.safety_passed,
                                         threshold=gate.gate_threshold(row.model_name, row.prompt_version),
                                         safety_gate=settings.SAFETY_RERUN,
                                         faithfulness_passed=row.faithfulness_passed,
                                         faithfulness_gate=settings.FAITHFULNESS_RERUN,
                                         self_check=row.self_check,
-                                        self_check_threshold=gate.self_check_threshold(row.model_name,
-                                                                                       row.prompt_version))
+                                        self_check_threshold=row.self_check_threshold)
         row.rerun_reason = ",".join(reasons)
     row.save()
     audit.audit_translation(translation=row)

@@ -1,5 +1,6 @@
-// Shows an output's reading level, safety and faithfulness checks and
-// glossary (the "readability", "safety", "faithfulness" and "glossary" of
+// Shows an output's reading level, safety and faithfulness checks, the
+// model's own check and glossary (the "readability", "safety",
+// "faithfulness", "self_check" and "glossary" of
 // the done and verified frames, see clinical/quality/measure.py) in the
 // panels of templates/clinical/_result.html.
 // Says the same as clinical/quality/display.py does on the server.
@@ -22,6 +23,14 @@
   const FAITHFULNESS_PASSED = "Nothing added: the explanation states no number, unit, drug, side, body part, " +
     "vital sign, organ failure, negation or person that the diagnosis does not.";
   const NOT_MEASURED = "Not measured for this language.";
+  // The model's own check; {p}, {t}: P(yes) and the gate's threshold in whole percent.
+  const SELF_CHECK_PASSED = "Says the same as the diagnosis by the model's own check: {p} % " +
+    "(texts under {t} % are re-checked).";
+  const SELF_CHECK_DOUBTED = "Doubted by the model's own check: {p} % that it says the same as the diagnosis " +
+    "(under {t} %). Read it against the diagnosis before giving it to the patient: " +
+    "in testing, 1 in 4 such texts was wrong, against 1 in 30 of the others.";
+  const SELF_CHECK_MEASURED = "The model's own check: {p} % that it says the same as the diagnosis.";
+  const percent = (value) => String(Math.round(value * 100));
 
   const grade = (value) => value == null ? "not measured (no words)" : "grade " + value.toFixed(1);
 
@@ -87,6 +96,25 @@
       verified);
   }
 
+  // The model's own check (frame.self_check: {p_yes, threshold, passed} or
+  // null when it did not run: no panel).
+  function renderSelfCheck(selfCheck, verified) {
+    const box = $("self-check");
+    if (!box) return;
+    if (!selfCheck) { box.hidden = true; return; }
+    let state = "measured";
+    let summary = SELF_CHECK_MEASURED.replace("{p}", percent(selfCheck.p_yes));
+    if (selfCheck.passed != null && selfCheck.threshold != null) {
+      state = selfCheck.passed ? "passed" : "doubted";
+      summary = (selfCheck.passed ? SELF_CHECK_PASSED : SELF_CHECK_DOUBTED)
+        .replace("{p}", percent(selfCheck.p_yes)).replace("{t}", percent(selfCheck.threshold));
+    }
+    $("self-check-h").textContent = "Model's own check" + (verified ? " (verified text)" : "");
+    $("self-check-summary").textContent = summary;
+    box.dataset.state = state;
+    box.hidden = false;
+  }
+
   function renderGlossary(glossary) {
     const section = $("glossary");
     if (!section || glossary == null) return;  // null: keep what is shown
@@ -116,10 +144,11 @@
       }
       if (frame.safety) renderSafety(frame.safety, verified);
       if (frame.faithfulness) renderFaithfulness(frame.faithfulness, verified);
+      if ("self_check" in frame) renderSelfCheck(frame.self_check, verified);
       renderGlossary(verified ? null : (frame.glossary || []));
     },
     hide() {
-      ["safety", "faithfulness", "readability", "glossary"].forEach((id) => { if ($(id)) $(id).hidden = true; });
+      ["safety", "faithfulness", "self-check", "readability", "glossary"].forEach((id) => { if ($(id)) $(id).hidden = true; });
     },
     // A short sentence for the status message after "Done.".
     summary(frame) {
@@ -131,8 +160,9 @@
           " not in the diagnosis; see the list next to the text.";
       }
       if (frame.self_check) {
-        text += " Model's own check: " + Math.round(frame.self_check.p_yes * 100) +
-          " % that it says the same as the diagnosis.";
+        text += frame.self_check.passed === false
+          ? " Model's own check: doubted (" + percent(frame.self_check.p_yes) + " %); read it before giving it to the patient."
+          : " Model's own check: " + percent(frame.self_check.p_yes) + " % that it says the same as the diagnosis.";
       }
       return text;
     },

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from bench.rerun_fix import rerun_records_reused
+from bench.rerun_fix import rerun_records_reused, verdicts_count
 
 VARIANT = [12, 8, 0, "h"]
 
@@ -35,3 +35,21 @@ def test_a_rerun_made_at_another_threshold_is_reused_only_for_the_same_fast_text
     assert reused["1"]["text"] == "kept one"
     assert rerun_records_reused(tmp_path / "none.jsonl", variant=VARIANT, threshold=0.6, fast=fast,
                                 passes=passes) == {}
+
+
+def test_the_delivered_texts_are_split_by_whether_the_model_doubts_them(tmp_path):
+    """A re-run row's kept text is judged by its own check, a row not
+    re-run by the fast text's; a text without a score is not doubted."""
+    judged = tmp_path / "hand-judged.md"
+    judged.write_text("| ID | text | verdict |\n|---|---|---|\n| 1 | fast one | correct |\n"
+                      "| 2 | kept two | wrong |\n| 3 | fast three | lossy |\n| 4 | fast four | wrong |\n",
+                      encoding="utf-8")
+    data = [{"ID": i} for i in ("1", "2", "3", "4")]
+    fast = {i: {"output": f"fast {w}"} for i, w in (("1", "one"), ("2", "two"), ("3", "three"), ("4", "four"))}
+    done = {"2": {"text": "kept two", "self_check": 0.4}}
+    counts = verdicts_count({}, data, fast, done, judged, self_checks={"1": 0.9, "2": 0.3, "3": 0.5},
+                            check_threshold=0.6)
+    assert counts["doubted"] == {"wrong": 1, "lossy": 1} and counts["doubted_ids"] == ["2", "3"]
+    assert counts["trusted"] == {"correct": 1, "wrong": 1}
+    assert counts["delivered"] == {"correct": 1, "wrong": 2, "lossy": 1}
+    assert "doubted" not in verdicts_count({}, data, fast, done, judged)

@@ -183,12 +183,14 @@ def test_clinician_translates_prints_edits_and_finds_a_handout(
 def test_missing_facts_are_listed_next_to_the_text_and_spanish_gets_its_own_measure(
         daphne_server, clinician, ui_page):
     """An answer that drops the dose and the drug of the input: the safety
-    panel lists both beside the text, the glossary explains the drug under
-    it; a Spanish explanation is measured with Szigriszt-Pazos, not FKGL."""
-    server = daphne_server(INFERENCE_ENGINE="fake", FAKE_ENGINE_ANSWER="Your doctor will start a new medicine.")
+    panel lists both beside the text, the model's own check (answering 0.3,
+    under the site's 0.6) says it doubts it, the glossary explains the drug
+    under it; a Spanish explanation is measured with Szigriszt-Pazos, not FKGL."""
+    server = daphne_server(INFERENCE_ENGINE="fake", FAKE_ENGINE_ANSWER="Your doctor will start a new medicine.",
+                           FAKE_ENGINE_SELF_CHECK="0.3", SELF_CHECK_THRESHOLD="0.6")
     page = ui_page
     log_in(page, server, clinician.username)
-    for panel in ("#safety", "#readability", "#glossary", "#verification", "#figures"):
+    for panel in ("#safety", "#self-check", "#readability", "#glossary", "#verification", "#figures"):
         expect(page.locator(panel)).to_be_hidden()  # nothing to show before a translation
     page.get_by_label("Diagnosis text").fill(laymaker_sentences()[21])  # "... amitriptyline at a dose of 10 mg ..."
     page.get_by_role("button", name="Translate").click()
@@ -199,6 +201,11 @@ def test_missing_facts_are_listed_next_to_the_text_and_spanish_gets_its_own_meas
     expect(page.locator("#safety-missing li")).to_have_text(["Dose: 10 mg", "Drug: amitriptyline"])
     text_box, safety_box = page.locator("#output").bounding_box(), safety.bounding_box()
     assert safety_box["x"] >= text_box["x"] + text_box["width"] and safety_box["y"] < text_box["y"] + 50
+    expect(page.locator("#self-check")).to_have_attribute("data-state", "doubted")
+    expect(page.locator("#self-check-summary")).to_have_text(re.compile(
+        r"^Doubted by the model's own check: 30 % that it says the same as the diagnosis \(under 60 %\)\. "
+        r"Read it against the diagnosis"))
+    expect(page.locator("#status")).to_contain_text("Model's own check: doubted (30 %)")
     row = db(lambda: Translation.objects.get())
     assert row.glossary, "the glossary found no term"
     expect(page.locator("#glossary")).to_be_visible()

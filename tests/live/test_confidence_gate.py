@@ -90,6 +90,9 @@ async def test_a_text_the_model_doubts_is_rechecked_candidate_by_candidate_on_th
     assert done["verification"] == "pending" and 0 <= done["self_check"]["p_yes"] < 0.99
     assert types[-1] == "verified", worker.logs()[-3000:]
     assert "model's own check" in frames[-1]["message"]
+    # no candidate reached 0.99 either: the kept text is shown as still doubted
+    assert frames[-1]["self_check"]["passed"] is False and frames[-1]["self_check"]["threshold"] == 0.99
+    assert "The model's own check still doubts this text" in frames[-1]["message"]
 
     def check_database():
         translation = Translation.objects.get()

@@ -79,7 +79,10 @@ async def test_default_model_translates_a_laymaker_sentence_end_to_end(daphne_se
     assert row.self_check is not None and row.self_check_version == SELF_CHECK_PROMPT_VERSION
     assert "low_confidence" not in row.rerun_reason.split(",")
     done = next(frame for frame in frames if frame["type"] == "done")
-    assert done["self_check"] == {"p_yes": round(row.self_check, 3), "version": SELF_CHECK_PROMPT_VERSION}
+    assert row.self_check_threshold == pytest.approx(0.5743)  # the default model's calibrated threshold
+    assert done["self_check"] == {"p_yes": round(row.self_check, 3), "version": SELF_CHECK_PROMPT_VERSION,
+                                  "threshold": row.self_check_threshold,
+                                  "passed": row.self_check >= row.self_check_threshold}
 
 
 

@@ -4,11 +4,17 @@ calibration, or the design's 0.85; and the calibration itself."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from clinical.quality import gate
 from inference.prompts import EXAMPLES_PROMPT_VERSION, PROMPT_VERSION
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_an_uncalibrated_model_gets_the_designs_threshold(settings):
@@ -135,3 +141,13 @@ def test_the_self_check_replaces_the_confidence_where_it_ran():
     assert rerun_reasons(confidence=0.9, self_check=0.3, self_check_threshold=0.57, safety_passed=False,
                          faithfulness_passed=False, threshold=0.55) == [
         "low_self_check", "safety_failed", "faithfulness_failed"]
+
+
+def test_a_self_check_threshold_outside_zero_to_one_is_refused_at_start():
+    """It is a probability, stored with every translation it gated: 1.5
+    would fail each translation's save instead of the start."""
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="clinical.settings", SELF_CHECK_THRESHOLD="1.5")
+    done = subprocess.run([sys.executable, "-c", "import django; django.setup()"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "SELF_CHECK_THRESHOLD must be between 0 and 1, not 1.5" in done.stderr

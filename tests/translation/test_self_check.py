@@ -11,10 +11,13 @@ import time
 import pytest
 from channels.db import database_sync_to_async
 
+from clinical.api.serializers import TranslationSerializer
+from clinical.frames import verification_frame
 from clinical.models import AuditEvent, Translation
+from clinical.quality.display import translation_quality_display
 from clinical.quality.measure import translation_quality_payload
 from clinical.rerun import candidates, execute
-from clinical.translation import services
+from clinical.translation import selectors, services
 from clinical.translation.generation import translation_generate
 from inference.fake_engine import FakeEngine
 from inference.self_check import SELF_CHECK_PROMPT_VERSION
@@ -43,7 +46,9 @@ async def test_a_text_the_model_doubts_is_rerun_for_its_self_check_though_it_was
     assert engine.admitted == [str(row.request_id), f"{row.request_id}-check"]  # after the text, on its engine
     event = await database_sync_to_async(AuditEvent.objects.get)(event_type="translation")
     assert event.self_check == pytest.approx(0.3)
-    assert translation_quality_payload(done)["self_check"] == {"p_yes": 0.3, "version": SELF_CHECK_PROMPT_VERSION}
+    assert done.self_check_threshold == pytest.approx(0.6)  # the threshold it was gated by, kept with it
+    assert translation_quality_payload(done)["self_check"] == {"p_yes": 0.3, "version": SELF_CHECK_PROMPT_VERSION,
+                                                              "threshold": 0.6, "passed": False}
 
 
 async def test_a_text_the_model_checks_as_faithful_is_not_rerun_though_its_confidence_is_low(clinician, settings):
@@ -137,9 +142,14 @@ def test_the_rerun_keeps_the_candidate_the_model_checks_best_and_records_every_s
     assert "doubted by the model's own check (0.30" in done.change_note
     event = AuditEvent.objects.get(event_type="verification")
     assert event.self_check == pytest.approx(0.8) and event.rerun_candidates[0]["self_check"] == 0.8
+    translation = Translation.objects.get(pk=row.pk)
+    frame = verification_frame(translation)
+    assert frame["self_check"]["passed"] is True and "still doubts" not in frame["message"]
+    assert translation_quality_display(translation=translation)["self_check"]["state"] == "passed"
 
 
-def test_the_rerun_keeps_the_fast_text_when_no_candidate_checks_better(clinician, settings, monkeypatch):
+def test_the_rerun_keeps_the_fast_text_when_no_candidate_checks_better_and_it_is_shown_as_doubted(
+        clinician, client, settings, monkeypatch):
     settings.SELF_CHECK_THRESHOLD = 0.6
     settings.RERUN_CANDIDATES = ("sampled",)
     settings.RERUN_REPLACE_MARGIN = 0.0
@@ -152,3 +162,49 @@ def test_the_rerun_keeps_the_fast_text_when_no_candidate_checks_better(clinician
     assert done.candidate == candidates.FAST_TEXT and done.output_text == FAST
     assert done.self_check == pytest.approx(0.3)
     assert done.change_note.startswith("The first text stands") and "own check gave it 0.30" in done.change_note
+    # the text the clinician gets is one the model doubts: every place that shows it says so
+    translation = Translation.objects.get(pk=row.pk)
+    frame = verification_frame(translation)
+    assert frame["self_check"] == {"p_yes": 0.3, "version": SELF_CHECK_PROMPT_VERSION, "threshold": 0.6,
+                                   "passed": False}
+    assert "The model's own check still doubts this text (0.30, under 0.60)" in frame["message"]
+    shown = translation_quality_display(translation=translation)["self_check"]
+    assert shown["state"] == "doubted" and shown["summary"].startswith(
+        "Doubted by the model's own check: 30 % that it says the same as the diagnosis (under 60 %).")
+    client.force_login(clinician)
+    for path in (f"/translations/{row.request_id}/", f"/translations/{row.request_id}/handout/"):
+        html = client.get(path).content.decode()
+        assert 'id="self-check" class="safety" data-state="doubted"' in html, path
+        assert "Read it against the diagnosis before giving it to the patient" in html, path
+    api = TranslationSerializer(selectors.translation_api_view(translation=translation)).data
+    assert api["verified_quality"]["self_check"]["passed"] is False and api["self_check"]["threshold"] == 0.6
+
+
+def test_the_rerun_holds_its_candidates_to_the_threshold_the_fast_text_was_gated_by(clinician, settings,
+                                                                                   monkeypatch):
+    """A site that changes its threshold between the gate and the re-run:
+    the re-run reads the one stored with the translation, so "doubted"
+    means the same for the fast text and the text that replaces it."""
+    settings.SELF_CHECK_THRESHOLD = 0.6
+    settings.RERUN_CANDIDATES = ("full_precision", "sampled")
+    worker = FakeEngine(answer=BETTER, logprob=-1.0, checks={BETTER: 0.8})
+    monkeypatch.setattr(execute, "rerun_engine_get", lambda: worker)
+    row = services.translation_create(user=clinician, text=KNEE)
+    services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=FAST,
+                                figures=services.TranslationFigures(tokens_out=9, confidence=0.97, self_check=0.3))
+    settings.SELF_CHECK_THRESHOLD = 0.9  # 0.8 would not stop the search at this one
+    done = execute.rerun_execute(translation_id=row.pk)
+    assert [r["name"] for r in done.candidates] == ["full_precision"]  # 0.8 >= 0.6: good enough, stopped
+    assert verification_frame(Translation.objects.get(pk=row.pk))["self_check"]["passed"] is True
+
+
+async def test_a_text_checked_where_no_threshold_applies_shows_its_score_without_a_verdict(clinician, settings):
+    settings.SELF_CHECK_THRESHOLD = 0.6
+    engine = FakeEngine(answer=FAST, logprob=-0.01, checks={FAST: 0.9})
+    done = await translation_generate(translation=await create(clinician), engine=engine,
+                                      received_ns=time.monotonic_ns())
+    done.self_check_threshold = None  # e.g. finished before thresholds were stored
+    assert translation_quality_payload(done)["self_check"]["passed"] is None
+    shown = await database_sync_to_async(translation_quality_display)(translation=done)
+    assert shown["self_check"] == {
+        "state": "measured", "summary": "The model's own check: 90 % that it says the same as the diagnosis."}
