@@ -26,7 +26,31 @@ The margin is chosen on one fold alone (best SARI over its gated rows,
 ties to the larger margin: fewer replacements) and read on the other, both
 ways. Writes ``<out>.json`` and ``<out>.md``.
 
+With ``--self-check [REPORT]`` the gate is the product's self-check gate
+(as ``bench rerun_fix --self-check``), each candidate carries the model's
+own check of its text (run by the product's re-run code on the same
+engine, cached with it), and the rules are:
+
+* ``before``: the product's rule until 2026-11-27 (early stop at a
+  model-written text checked at the threshold, ``candidate_select`` by
+  P(yes), the fast text as :func:`clinical.rerun.candidates.incumbent_for`
+  makes it);
+* ``trusted-copy``: the product's rule now: as ``before``, but where what
+  it delivers is under the threshold (doubted), a candidate that is the
+  input unchanged, passes both checks and is checked at or above the
+  threshold is delivered instead (``candidate_select``'s
+  ``self_check_threshold``);
+* ``trusted-first``: as ``before``, but a doubted text gives way to the
+  input with terms replaced (tier 1) checked at or above the threshold;
+* ``trusted-first+copy``: the same, tier 0 (the input unchanged, or a
+  question) allowed too.
+
+Each rule's delivered texts are also counted by their hand-judged verdict
+(docs/quality/hand-judged.md); texts nobody judged are listed.
+
     .venv/bin/python -m bench rerun_select --threads 2 --resume
+    .venv/bin/python -m bench rerun_select --headings --prompt-version 2026-11-25.2+c24x8k0h --self-check \
+        --threads 2 --resume
 """
 
 from __future__ import annotations
@@ -49,8 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench rerun_select", description=__doc__.splitlines()[0])
     gate_arguments(parser, prompt_version="2026-11-25.2+c24x8k0")
     parser.add_argument("--margins", default=DEFAULT_MARGINS)
-    parser.add_argument("--out", default="docs/quality/rerun-select")
+    parser.add_argument("--self-check", nargs="?", const="docs/quality/self-check.json", default=None,
+                        metavar="REPORT", help="the product's self-check gate and rules (see above)")
+    parser.add_argument("--hand-judged", default="docs/quality/hand-judged.md")
+    parser.add_argument("--out", default=None, help="default docs/quality/rerun-select, +-self-check with --self-check")
     args = parser.parse_args(argv)
+    args.out = args.out or ("docs/quality/rerun-select" + ("-self-check" if args.self_check else ""))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clinical.settings")
     import django
 
@@ -64,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     from inference.examples import normalise
 
     gate = gated_rows(outputs=Path(args.outputs), clusters=args.clusters, per_cluster=args.per_cluster, k=args.k,
-                      prompt_version=args.prompt_version, headings=args.headings)
+                      prompt_version=args.prompt_version, headings=args.headings,
+                      self_check_report=Path(args.self_check) if args.self_check else None)
     rows = gate.gated[:args.limit] if args.limit else gate.gated
     names = rerun_candidates.candidate_names()
     cache = Path(f"{args.out}-candidates.jsonl")
@@ -76,9 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     todo = [(row_id, name) for row_id in rows for name in names if (row_id, name) not in done]
 
     def translation_for(row_id: str) -> Translation:
+        # No rerun_reason: one candidate at a time is generated here, and the incumbent is replayed below.
         return Translation(input_text=gate.by_id[row_id]["ORIGINAL"], language="en", reading_level=6,
                            prompt_version=gate.version, model_name=gate.model, output_text=gate.fast[row_id]["output"],
-                           confidence=gate.fast[row_id]["confidence"])
+                           confidence=gate.fast[row_id]["confidence"],
+                           self_check_threshold=gate.self_check_threshold)
 
     if todo:
         from inference.factory import EngineConfig, create_engine
@@ -97,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                           if records and records[0]["name"] == name else "",
                           "generated": chosen.name, "text": chosen.text, "logprobs": list(chosen.logprobs),
                           "ms": chosen.ms, "prompt_version": chosen.prompt_version,
-                          "replaced": [list(pair) for pair in chosen.replaced]}
+                          "replaced": [list(pair) for pair in chosen.replaced], "self_check": chosen.self_check}
                 done[(row_id, name)] = record
                 out.write(json.dumps(record) + "\n")
                 out.flush()
@@ -116,8 +147,18 @@ def main(argv: list[str] | None = None) -> int:
             found.append(rerun_candidates.candidate_measure(
                 translation=translation, name=name, text=record["text"], logprobs=record["logprobs"],
                 ms=record["ms"], prompt_version=record["prompt_version"],
-                replaced=[tuple(pair) for pair in record["replaced"]]))
+                replaced=[tuple(pair) for pair in record["replaced"]], self_check=record.get("self_check")))
         return found
+
+    if gate.self_checks is not None:
+        report = self_check_rules(gate, rows, {row_id: measured(row_id) for row_id in rows},
+                                  hand_judged=Path(args.hand_judged),
+                                  command=" ".join(sys.argv[1:] if argv is None else argv))
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(f"{args.out}.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        Path(f"{args.out}.md").write_text(render_self_check(report), encoding="utf-8")
+        print(render_self_check(report))
+        return 0
 
     margins = [math.inf if m.strip() == "inf" else float(m) for m in args.margins.split(",")]
     rules = [("current", None)] + [(f"incumbent+{m:g}", m) for m in margins]
@@ -183,6 +224,149 @@ def replay(measured: list, *, fast_text: str, fast_confidence: float | None, fas
     if chosen is None:
         return fast_text, "fast", spent
     return chosen.text, chosen.name, spent
+
+
+#: The self-check mode's rules (see the module docstring): whether the
+#: product's fallback to a trusted copy applies, and the tiers a trusted
+#: candidate may have to replace a doubted delivered text besides.
+SELF_CHECK_RULES = {"before": (False, ()), "trusted-copy": (True, ()), "trusted-first": (False, (1,)),
+                    "trusted-first+copy": (False, (1, 0))}
+
+
+def replay_checked(measured: list, *, fast_text: str, fast_confidence: float | None,
+                   fast_self_check: float | None, reasons: list[str], threshold: float, model_name: str,
+                   copy_fallback: bool = False, trusted_tiers: tuple[int, ...] = (),
+                   reading_level: int = 6) -> tuple[str, str, float | None]:
+    """What one self-check rule delivers for one gated output: ``(text,
+    name of what was kept or "fast", its P(yes))``. The product's early
+    stop and choice (``incumbent`` as :func:`clinical.rerun.candidates.incumbent_for`
+    makes it from ``reasons``, margin 0), with ``copy_fallback`` its
+    fallback to a trusted copy of the input (``self_check_threshold``);
+    then, with ``trusted_tiers``, a delivered text under ``threshold``
+    gives way to the candidate of
+    those tiers (:func:`clinical.rerun.candidates.candidate_tier`) that
+    passes both checks with the highest P(yes) at or above it."""
+    from clinical.quality import measure as quality
+    from clinical.rerun.candidates import Incumbent, candidate_good_enough, candidate_select, candidate_tier
+
+    incumbent = (Incumbent(confidence=fast_confidence, margin=0.0, self_check=fast_self_check)
+                 if reasons in ([quality.LOW_CONFIDENCE], [quality.LOW_SELF_CHECK]) else None)
+    tried = []
+    for candidate in measured:
+        tried.append(candidate)
+        if candidate_good_enough(candidate, model_name=model_name, incumbent=incumbent,
+                                 self_check_threshold=threshold):
+            break
+    chosen = candidate_select(tried, reading_level=reading_level, incumbent=incumbent,
+                              self_check_threshold=threshold if copy_fallback else None)
+    text, name, p_yes = ((fast_text, "fast", fast_self_check) if chosen is None
+                         else (chosen.text, chosen.name, chosen.self_check))
+    if trusted_tiers and (p_yes is None or p_yes < threshold):
+        trusted = [c for c in tried if c.passed and c.self_check is not None and c.self_check >= threshold
+                   and candidate_tier(c) in trusted_tiers]
+        if trusted:
+            best = max(trusted, key=lambda c: (candidate_tier(c), round(c.self_check, 2)))
+            return best.text, best.name, best.self_check
+    return text, name, p_yes
+
+
+def self_check_rules(gate, rows: list[str], per_row: dict[str, list], *, hand_judged: Path, command: str) -> dict:
+    """Replay :data:`SELF_CHECK_RULES` over the gated rows' candidates,
+    per cross-fit fold: SARI over the gated rows as delivered, the
+    hand-judged verdicts of the delivered texts, how many are still
+    doubted, and which rows each rule changes against ``before``."""
+    from bench.quality import _same, score
+    from bench.self_check import hand_labels
+
+    labels = hand_labels(hand_judged.read_text(encoding="utf-8"), set(gate.by_id))
+    results: dict[str, dict] = {}
+    delivered: dict[str, dict[str, str]] = {rule: {} for rule in SELF_CHECK_RULES}
+    for fold in ("A", "B"):
+        ids = [i for i in rows if gate.fold(i) == fold and per_row[i]]
+        sources = [gate.by_id[i]["ORIGINAL"] for i in ids]
+        references = [gate.by_id[i]["REFERENCE"] for i in ids]
+        changed = [not _same(gate.by_id[i]["ORIGINAL"], gate.by_id[i]["REFERENCE"]) for i in ids]
+        fold_result = {"rows": len(ids), "rules": {}}
+        for rule, (fallback, tiers) in SELF_CHECK_RULES.items():
+            texts, kept, verdicts, doubted = [], {}, {}, 0
+            for i in ids:
+                text, name, p_yes = replay_checked(
+                    per_row[i], fast_text=gate.fast[i]["output"], fast_confidence=gate.fast[i]["confidence"],
+                    fast_self_check=gate.self_checks.get(i), reasons=gate.reasons[i],
+                    threshold=gate.self_check_threshold, model_name=gate.model, copy_fallback=fallback,
+                    trusted_tiers=tiers)
+                texts.append(text)
+                delivered[rule][i] = text
+                kept[name] = kept.get(name, 0) + 1
+                verdict = labels.get((i, text.strip()), "unjudged")
+                verdicts[verdict] = verdicts.get(verdict, 0) + 1
+                doubted += p_yes is not None and p_yes < gate.self_check_threshold
+            s = score(rule, sources, texts, references, changed=changed)
+            fold_result["rules"][rule] = {"sari": s["sari"], "sari_changed": s.get("sari_changed"),
+                                          "safety_pass_pct": s["safety_pass_pct"],
+                                          "faithfulness_pass_pct": s["faithfulness_pass_pct"], "kept": kept,
+                                          "verdicts": verdicts, "doubted": doubted}
+        results[fold] = fold_result
+    # Every row as delivered: the rule's text where the gate sent the row, else the fast text.
+    everything = [r for r in gate.data if r["ID"] in gate.fast]
+    all_rows = {}
+    for rule in SELF_CHECK_RULES:
+        texts = [delivered[rule].get(r["ID"], gate.fast[r["ID"]]["output"]) for r in everything]
+        s = score(rule, [r["ORIGINAL"] for r in everything], texts, [r["REFERENCE"] for r in everything],
+                  changed=[not _same(r["ORIGINAL"], r["REFERENCE"]) for r in everything])
+        verdicts: dict[str, int] = {}
+        for r, text in zip(everything, texts):
+            verdict = labels.get((r["ID"], text.strip()), "unjudged")
+            verdicts[verdict] = verdicts.get(verdict, 0) + 1
+        all_rows[rule] = {"rows": len(texts), "sari": s["sari"], "sari_changed": s.get("sari_changed"),
+                          "fkgl": s["fkgl"], "safety_pass_pct": s["safety_pass_pct"],
+                          "faithfulness_pass_pct": s["faithfulness_pass_pct"], "verdicts": verdicts}
+    differs = {rule: [{"id": i, "before": delivered["before"][i], "text": text,
+                       "verdict_before": labels.get((i, delivered["before"][i].strip()), "unjudged"),
+                       "verdict": labels.get((i, text.strip()), "unjudged")}
+                      for i, text in delivered[rule].items() if text != delivered["before"][i]]
+               for rule in SELF_CHECK_RULES if rule != "before"}
+    return {"command": "python -m bench rerun_select " + command, "model": gate.model,
+            "prompt_version": gate.version, "threshold": gate.threshold, "gated": len(rows), "folds": results,
+            "all_rows": all_rows, "differs": differs}
+
+
+def render_self_check(report: dict) -> str:
+    """The Markdown report of the self-check mode."""
+    lines = [
+        "# A doubted text or a trusted copy: the re-run's choice replayed (laymaker-dev, cross-fitted)", "",
+        f"Command: `{report['command'].strip()}`. Model `{report['model']}` through llama.cpp. Gate: "
+        f"{report['threshold']} (calibrated for `{report['prompt_version']}`) or a failed check: "
+        f"{report['gated']} gated outputs; every candidate generated once and checked by the model "
+        "(P(yes)), each rule replayed over the same candidates (see `bench/rerun_select.py`). Verdicts: "
+        "docs/quality/hand-judged.md; `doubted`: delivered texts still under the threshold.", "",
+    ]
+    lines += ["## Every row as delivered (the rule's text where the gate sent the row, else the fast text)", "",
+              "| rule | rows | SARI | SARI (changed) | FKGL | safety pass | faithfulness pass | correct | lossy | "
+              "wrong | not judged |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for rule, r in report["all_rows"].items():
+        v = r["verdicts"]
+        lines.append(f"| {rule} | {r['rows']} | {r['sari']:.1f} | {r['sari_changed']} | {r['fkgl']:.1f} | "
+                     f"{r['safety_pass_pct']:.1f} % | {r['faithfulness_pass_pct']:.1f} % | {v.get('correct', 0)} | "
+                     f"{v.get('lossy', 0)} | {v.get('wrong', 0)} | {v.get('unjudged', 0)} |")
+    lines.append("")
+    for fold, result in report["folds"].items():
+        lines += [f"## Fold {fold}: {result['rows']} gated rows", "",
+                  "| rule | SARI | SARI (changed) | correct | lossy | wrong | not judged | doubted | kept |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for rule, r in result["rules"].items():
+            v = r["verdicts"]
+            lines.append(f"| {rule} | {r['sari']:.1f} | {r['sari_changed']} | {v.get('correct', 0)} | "
+                         f"{v.get('lossy', 0)} | {v.get('wrong', 0)} | {v.get('unjudged', 0)} | {r['doubted']} | "
+                         f"{r['kept']} |")
+        lines.append("")
+    for rule, rows in report["differs"].items():
+        lines += [f"## Rows where `{rule}` delivers another text than `before`", "",
+                  "| ID | before | verdict | this rule | verdict |", "|---|---|---|---|---|"]
+        lines += [f"| {r['id']} | {r['before']} | {r['verdict_before']} | {r['text']} | {r['verdict']} |"
+                  for r in rows]
+        lines.append("")
+    return "\n".join(lines)
 
 
 def render(report: dict) -> str:

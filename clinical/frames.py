@@ -176,6 +176,11 @@ CANDIDATE_MESSAGES = {
 #: :data:`clinical.models.RERUN_KEPT_FAST_TEXT`).
 KEPT_FAST_MESSAGE = "The first text stands: it passed both checks and no re-written text was clearly better"
 UNCHANGED_MESSAGE = "The diagnosis text as written: no plain-words version passed the checks"
+#: The note when plain-words versions passed the checks but the model's own
+#: check doubted each one, and the diagnosis as written was kept
+#: (clinical.rerun.candidates.candidate_select's self-check fallback).
+UNCHANGED_DOUBTED_MESSAGE = ("The diagnosis text as written: the model's own check doubted every plain-words "
+                             "version; explain it to the patient yourself")
 
 
 def _quoted(items: list[str], limit: int = 3) -> str:
@@ -205,7 +210,12 @@ def rerun_change_note(*, translation: Translation, rerun: Rerun) -> str:
         return KEPT_FAST_MESSAGE + shown + "."
     label = CANDIDATE_MESSAGES.get(rerun.candidate, rerun.candidate)
     if normalise(rerun.output_text) == normalise(translation.input_text):
-        label = UNCHANGED_MESSAGE
+        # A rewrite (the fast text or another candidate) passed both checks, yet the input was
+        # kept: only the self-check fallback does that (the tiers rank any passing rewrite above it).
+        rewrite_passed = (translation.safety_passed and translation.faithfulness_passed) or any(
+            r.get("safety_passed") and r.get("faithfulness_passed") and r.get("name") != rerun.candidate
+            for r in rerun.candidates or [])
+        label = UNCHANGED_DOUBTED_MESSAGE if rewrite_passed else UNCHANGED_MESSAGE
     why = []
     missing = [item.get("text", "") for item in translation.safety_missing or [] if item.get("text")]
     if missing:

@@ -496,7 +496,8 @@ def _fkgl_within(candidate: Candidate, reading_level: int) -> bool:
 
 
 def candidate_select(candidates: list[Candidate], *, reading_level: int,
-                     incumbent: Incumbent | None = None) -> Candidate | None:
+                     incumbent: Incumbent | None = None,
+                     self_check_threshold: float | None = None) -> Candidate | None:
     """The candidate that replaces the fast text, or ``None`` when the fast
     text stands.
 
@@ -532,16 +533,49 @@ def candidate_select(candidates: list[Candidate], *, reading_level: int,
     confidence, then the earliest: the caller records it and its failed
     checks, so the clinician is told to review it.
 
+    Then, with ``self_check_threshold``: where the text this rule delivers
+    (the fast text when it stands) is under it, the model doubts it, and a
+    candidate that is the input unchanged (same words, :func:`inference.examples.normalise`),
+    passes both checks and is checked at or above the threshold is
+    delivered instead (the highest P(yes), then the earliest): a wrong text
+    is worse than none, and the clinician is told it is the diagnosis as
+    written. Measured on laymaker-dev (docs/quality/rerun-select-self-check.md,
+    every candidate of the 62 gated rows replayed, cross-fitted folds,
+    hand-judged): on fold A wrong texts 9 -> 6, correct 7 -> 10; on fold B
+    wrong 1 -> 1, correct 17 -> 16; SARI of the gated rows 36.9 -> 36.1 and
+    46.4 -> 41.4 (a copy explains nothing). Letting the input with terms
+    replaced (tier 1) replace a doubted text as well made 2 more texts
+    wrong on fold B, so it does not. Off with ``SELF_CHECK_COPY=0``.
+
     Args:
         candidates: measured candidates in the order they were generated.
         reading_level: the US grade asked for.
         incumbent: the fast text, when it passed both checks.
+        self_check_threshold: the threshold the translation was gated by
+            (:attr:`clinical.models.Translation.self_check_threshold`), or
+            ``None`` where the confidence gated it.
 
     Raises:
         ValueError: ``candidates`` is empty.
     """
     if not candidates:
         raise ValueError("no candidate to select from")
+    chosen = _select(candidates, reading_level=reading_level, incumbent=incumbent)
+    if self_check_threshold is None:
+        return chosen
+    delivered = chosen.self_check if chosen is not None else incumbent.self_check
+    if delivered is None or delivered >= self_check_threshold:
+        return chosen
+    order = {id(c): index for index, c in enumerate(candidates)}
+    copies = [c for c in candidates if c.passed and normalise(c.text) == normalise(c.input_text)
+              and c.self_check is not None and c.self_check >= self_check_threshold]
+    if not copies:
+        return chosen
+    return max(copies, key=lambda c: (round(c.self_check, 2), -order[id(c)]))
+
+
+def _select(candidates: list[Candidate], *, reading_level: int, incumbent: Incumbent | None) -> Candidate | None:
+    """:func:`candidate_select` before its self-check fallback."""
     order = {id(c): index for index, c in enumerate(candidates)}
     if incumbent is not None:
         candidates = [c for c in candidates if incumbent.allows(c)]

@@ -225,6 +225,10 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
     ``RERUN_CANDIDATES``) for ``translation`` in order on ``engine``, and
     pick one (:func:`clinical.rerun.candidates.candidate_select`).
 
+    Where the re-run's choice is still doubted, a candidate that is the
+    input unchanged and that the model trusts is delivered instead
+    (``SELF_CHECK_COPY``, :func:`clinical.rerun.candidates.candidate_select`).
+
     Where the gate reads the model's own check for the translation (the
     threshold stored with it, :attr:`clinical.models.Translation.self_check_threshold`,
     else :func:`clinical.quality.gate.self_check_threshold`), each candidate is
@@ -319,7 +323,8 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
                                                 time_limit_s=deadline - time.monotonic(), messages=messages)
         return chosen, records + fallback
     chosen = rerun_candidates.candidate_select(measured, reading_level=translation.reading_level,
-                                               incumbent=incumbent)
+                                               incumbent=incumbent,
+                                               self_check_threshold=check_threshold if settings.SELF_CHECK_COPY else None)
     if chosen is None:  # the fast text passed both checks and no candidate was clearly better
         chosen = rerun_candidates.candidate_measure(
             translation=translation, name=rerun_candidates.FAST_TEXT, text=translation.output_text, logprobs=[],

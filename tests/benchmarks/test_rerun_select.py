@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from bench.rerun_select import replay
+from bench.rerun_select import replay, replay_checked
 from clinical.models import Translation
 from clinical.rerun import candidates
 
@@ -43,3 +43,34 @@ def test_an_early_stop_the_incumbent_allows_leaves_the_later_candidates_ungenera
     text, name, spent = replay(tried, fast_text=FAST, fast_confidence=0.5, fast_failed=False, margin=math.inf,
                                model_name="x.gguf", reading_level=6)
     assert (text, name, spent) == (FAST, "fast", 1200.0)
+
+
+def checked(name: str, text: str, p_yes: float, ms: float = 1000.0) -> candidates.Candidate:
+    translation = Translation(input_text=KNEE, language="en", reading_level=6)
+    return candidates.candidate_measure(translation=translation, name=name, text=text, logprobs=[-0.1] * 8,
+                                        ms=ms, prompt_version="test", self_check=p_yes,
+                                        replaced=[("effusion", "extra fluid")]
+                                        if name == candidates.SPAN_REPLACEMENT else None)
+
+
+def test_a_doubted_text_gives_way_to_a_trusted_copy_under_the_products_rule_and_the_trusted_first_ones():
+    copy = "Mild left knee extra fluid."
+    tried = [checked(candidates.RETRIEVED_EXAMPLES, "Some fluid in the left knee.", 0.40),
+             checked(candidates.SPAN_REPLACEMENT, copy, 0.90),
+             checked(candidates.SAMPLED, "Mild left knee effusion.", 0.95)]  # the input again: tier 0
+    common = {"fast_text": FAST, "fast_confidence": 0.9, "fast_self_check": 0.3, "reasons": ["low_self_check"],
+              "threshold": 0.6, "model_name": "x.gguf"}
+    # before: the model-written text ranks first though the model doubts it (0.40 > the fast text's 0.30)
+    assert replay_checked(tried, **common) == ("Some fluid in the left knee.", "retrieved_examples", 0.40)
+    # today's product: the input unchanged, trusted, replaces it
+    assert replay_checked(tried, copy_fallback=True, **common) == (KNEE, "sampled", 0.95)
+    assert replay_checked(tried, trusted_tiers=(1,), **common) == (copy, "span_replacement", 0.90)
+    assert replay_checked(tried, trusted_tiers=(1, 0), **common) == (copy, "span_replacement", 0.90)
+    # a trusted model-written text stops the search and is kept by every rule
+    trusted = [checked(candidates.RETRIEVED_EXAMPLES, "Some fluid in the left knee.", 0.70)] + tried[1:]
+    assert replay_checked(trusted, trusted_tiers=(1, 0), **common)[1] == "retrieved_examples"
+    assert replay_checked(trusted, copy_fallback=True, **common)[1] == "retrieved_examples"
+    # the copy alone is trusted: only the rules that allow it deliver it
+    no_span = [tried[0], tried[2]]
+    assert replay_checked(no_span, trusted_tiers=(1,), **common)[1] == "retrieved_examples"
+    assert replay_checked(no_span, trusted_tiers=(1, 0), **common)[1] == "sampled"

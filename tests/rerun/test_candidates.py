@@ -442,3 +442,31 @@ def test_a_rerun_of_one_sentence_starts_with_a_capital_as_the_fast_text_does(cli
     chosen, _ = execute.rerun_candidates_run(translation=row, engine=FakeEngine(answer=" a little fluid in your left knee."),
                                              request_prefix="capital", names=(candidates.FULL_PRECISION,))
     assert chosen.text == "A little fluid in your left knee."
+
+
+def test_where_the_model_doubts_every_rewrite_a_trusted_copy_of_the_diagnosis_is_delivered():
+    """A wrong text is worse than none: with the self-check threshold, a
+    doubted choice (or a doubted fast text that would stand) gives way to
+    the input unchanged where the model checks that at the threshold."""
+    doubted = checked(candidates.RETRIEVED_EXAMPLES, "A little fluid in the left knee.", 0.40)
+    copy = checked(candidates.SPAN_REPLACEMENT, KNEE, 0.95)  # nothing replaced: the input as written
+    assert candidates.candidate_tier(copy) == 0 and copy.passed
+    assert candidates.candidate_select([doubted, copy], reading_level=6) is doubted  # no threshold: as before
+    assert candidates.candidate_select([doubted, copy], reading_level=6, self_check_threshold=0.57) is copy
+    # a rewrite the model trusts is kept: the copy explains nothing
+    trusted = checked(candidates.SAMPLED, KEEPS_LEFT, 0.80)
+    assert candidates.candidate_select([doubted, copy, trusted], reading_level=6,
+                                       self_check_threshold=0.57) is trusted
+    # a copy the model doubts too, or one it did not check, changes nothing
+    for other in (checked(candidates.SPAN_REPLACEMENT, KNEE, 0.50), checked(candidates.SPAN_REPLACEMENT, KNEE, None)):
+        assert candidates.candidate_select([doubted, other], reading_level=6, self_check_threshold=0.57) is doubted
+    # the fast text that would stand is doubted (0.45): the trusted copy replaces it
+    incumbent = candidates.Incumbent(confidence=0.95, margin=0.0, self_check=0.45)
+    assert candidates.candidate_select([doubted], reading_level=6, incumbent=incumbent,
+                                       self_check_threshold=0.57) is None
+    assert candidates.candidate_select([doubted, copy], reading_level=6, incumbent=incumbent,
+                                       self_check_threshold=0.57) is copy
+    # the input with a term replaced is not the input: it does not replace a doubted text
+    replaced = checked(candidates.SPAN_REPLACEMENT, "Mild left knee extra fluid.", 0.95)
+    assert candidates.candidate_tier(replaced) == 1
+    assert candidates.candidate_select([doubted, replaced], reading_level=6, self_check_threshold=0.57) is doubted

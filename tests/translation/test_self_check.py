@@ -208,3 +208,34 @@ async def test_a_text_checked_where_no_threshold_applies_shows_its_score_without
     shown = await database_sync_to_async(translation_quality_display)(translation=done)
     assert shown["self_check"] == {
         "state": "measured", "summary": "The model's own check: 90 % that it says the same as the diagnosis."}
+
+
+def test_where_the_model_doubts_every_rewrite_the_rerun_delivers_the_diagnosis_as_written(clinician, settings,
+                                                                                          monkeypatch):
+    """The worker's rewrite is doubted (0.2) and so is the fast text (0.3);
+    span replacement found no term to replace, so it is the input
+    unchanged, which the model trusts (0.9): that is delivered, and the
+    clinician is told why."""
+    settings.SELF_CHECK_THRESHOLD = 0.6
+    settings.RERUN_CANDIDATES = ("full_precision", "span_replacement")
+    worker = FakeEngine(answer=BETTER, logprob=-0.01, checks={BETTER: 0.2, KNEE: 0.9})
+    monkeypatch.setattr(execute, "rerun_engine_get", lambda: worker)
+    row = services.translation_create(user=clinician, text=KNEE)
+    services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=FAST,
+                                figures=services.TranslationFigures(tokens_out=9, confidence=0.97, self_check=0.3))
+    done = execute.rerun_execute(translation_id=row.pk)
+    assert done.output_text == KNEE and done.candidate == "span_replacement" and done.self_check == pytest.approx(0.9)
+    assert [(r["name"], r["self_check"]) for r in done.candidates] == [("full_precision", 0.2),
+                                                                       ("span_replacement", 0.9)]
+    assert done.change_note.startswith("The diagnosis text as written: the model's own check doubted every "
+                                       "plain-words version")
+    frame = verification_frame(Translation.objects.get(pk=row.pk))
+    assert frame["text"] == KNEE and frame["self_check"]["passed"] is True and "still doubts" not in frame["message"]
+
+    settings.SELF_CHECK_COPY = False  # a site that wants the rewrite, marked as doubted
+    row = services.translation_create(user=clinician, text=KNEE)
+    services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=FAST,
+                                figures=services.TranslationFigures(tokens_out=9, confidence=0.97, self_check=0.3))
+    done = execute.rerun_execute(translation_id=row.pk)
+    assert done.output_text == BETTER and done.self_check == pytest.approx(0.2)
+    assert "still doubts this text (0.20, under 0.60)" in verification_frame(Translation.objects.get(pk=row.pk))["message"]
