@@ -331,6 +331,11 @@ def self_check_rules(gate, rows: list[str], per_row: dict[str, list], *, hand_ju
             "all_rows": all_rows, "differs": differs}
 
 
+def _verdict_cells(verdicts: dict[str, int]) -> str:
+    """``correct | lossy | wrong | not judged`` counts of a verdict tally."""
+    return " | ".join(str(verdicts.get(v, 0)) for v in ("correct", "lossy", "wrong", "unjudged"))
+
+
 def render_self_check(report: dict) -> str:
     """The Markdown report of the self-check mode."""
     lines = [
@@ -345,20 +350,17 @@ def render_self_check(report: dict) -> str:
               "| rule | rows | SARI | SARI (changed) | FKGL | safety pass | faithfulness pass | correct | lossy | "
               "wrong | not judged |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for rule, r in report["all_rows"].items():
-        v = r["verdicts"]
         lines.append(f"| {rule} | {r['rows']} | {r['sari']:.1f} | {r['sari_changed']} | {r['fkgl']:.1f} | "
-                     f"{r['safety_pass_pct']:.1f} % | {r['faithfulness_pass_pct']:.1f} % | {v.get('correct', 0)} | "
-                     f"{v.get('lossy', 0)} | {v.get('wrong', 0)} | {v.get('unjudged', 0)} |")
+                     f"{r['safety_pass_pct']:.1f} % | {r['faithfulness_pass_pct']:.1f} % | "
+                     f"{_verdict_cells(r['verdicts'])} |")
     lines.append("")
     for fold, result in report["folds"].items():
         lines += [f"## Fold {fold}: {result['rows']} gated rows", "",
                   "| rule | SARI | SARI (changed) | correct | lossy | wrong | not judged | doubted | kept |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for rule, r in result["rules"].items():
-            v = r["verdicts"]
-            lines.append(f"| {rule} | {r['sari']:.1f} | {r['sari_changed']} | {v.get('correct', 0)} | "
-                         f"{v.get('lossy', 0)} | {v.get('wrong', 0)} | {v.get('unjudged', 0)} | {r['doubted']} | "
-                         f"{r['kept']} |")
+            lines.append(f"| {rule} | {r['sari']:.1f} | {r['sari_changed']} | {_verdict_cells(r['verdicts'])} | "
+                         f"{r['doubted']} | {r['kept']} |")
         lines.append("")
     for rule, rows in report["differs"].items():
         lines += [f"## Rows where `{rule}` delivers another text than `before`", "",

@@ -36,14 +36,16 @@ FAITHFULNESS_PASSED = ("Nothing added: the explanation states no number, unit, d
 NOT_MEASURED = "Not measured for this language."
 #: The model's own check (``{p}``, ``{t}``: P(yes) and the gate's threshold
 #: in whole percent). The doubted rate: on laymaker-dev (cross-fitted, the
-#: default model, hand-judged) 7 of the 28 delivered texts under the
-#: threshold were wrong against 7 of the 207 judged others
-#: (docs/quality/rerun-fix-self-check-incumbent.md).
+#: default model, hand-judged, the re-run as shipped with its fallback to a
+#: trusted copy) 6 of the 17 delivered texts under the threshold were wrong
+#: against 6 of the 218 judged others (docs/quality/rerun-select-self-check.md,
+#: ``trusted-copy``; without the fallback 7 of 28 against 7 of 207,
+#: docs/quality/rerun-fix-self-check-incumbent.md).
 SELF_CHECK_PASSED = ("Says the same as the diagnosis by the model's own check: {p} % "
                      "(texts under {t} % are re-checked).")
 SELF_CHECK_DOUBTED = ("Doubted by the model's own check: {p} % that it says the same as the diagnosis "
                       "(under {t} %). Read it against the diagnosis before giving it to the patient: "
-                      "in testing, 1 in 4 such texts was wrong, against 1 in 30 of the others.")
+                      "in testing, 1 in 3 such texts was wrong, against 1 in 36 of the others.")
 SELF_CHECK_MEASURED = "The model's own check: {p} % that it says the same as the diagnosis."
 #: What the clinician is told for a language in ``LANGUAGE_REVIEW_REQUIRED``
 #: (``{language}``: its name). The checks read numbers, units, sides and
