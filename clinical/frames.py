@@ -304,7 +304,9 @@ def verification_frame(translation: Translation) -> dict | None:
                 "candidate": rerun.candidate, "candidates": list(rerun.candidates or []),
                 "change": rerun.change_note,
                 **quality.rerun_quality_payload(rerun),
-                "message": f"Verified in full precision ({rerun.precision_label}), confidence "
+                # "Verified" only where the model's own check does not still doubt the text.
+                "message": f"{'Re-run' if _still_doubted(translation, rerun) else 'Verified'} in full precision "
+                           f"({rerun.precision_label}), confidence "
                            f"{confidence}"
                            + ("" if rerun.self_check is None else f", model's own check {rerun.self_check:.2f}")
                            + f", re-run {rerun.duration_ms or 0:,.0f} ms."

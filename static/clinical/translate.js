@@ -105,7 +105,9 @@
     verifyBox.dataset.state = "verified";
     verifyProgress.hidden = true;
     verifyText.textContent = frame.message;
-    setStatus("Verified text shown.");
+    const doubted = frame.self_check && frame.self_check.passed === false;
+    setStatus(doubted ? "Re-run text shown; the model's own check still doubts it: read it before giving it to the patient."
+      : "Verified text shown.");
   }
 
   function handle(frame) {

@@ -145,6 +145,7 @@ def test_the_rerun_keeps_the_candidate_the_model_checks_best_and_records_every_s
     translation = Translation.objects.get(pk=row.pk)
     frame = verification_frame(translation)
     assert frame["self_check"]["passed"] is True and "still doubts" not in frame["message"]
+    assert frame["message"].startswith("Verified in full precision")
     assert translation_quality_display(translation=translation)["self_check"]["state"] == "passed"
 
 
@@ -168,6 +169,7 @@ def test_the_rerun_keeps_the_fast_text_when_no_candidate_checks_better_and_it_is
     assert frame["self_check"] == {"p_yes": 0.3, "version": SELF_CHECK_PROMPT_VERSION, "threshold": 0.6,
                                    "passed": False}
     assert "The model's own check still doubts this text (0.30, under 0.60)" in frame["message"]
+    assert frame["message"].startswith("Re-run in full precision")  # not "Verified"
     shown = translation_quality_display(translation=translation)["self_check"]
     assert shown["state"] == "doubted" and shown["summary"].startswith(
         "Doubted by the model's own check: 30 % that it says the same as the diagnosis (under 60 %).")
