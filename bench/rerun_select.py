@@ -246,11 +246,11 @@ def replay_checked(measured: list, *, fast_text: str, fast_confidence: float | N
     gives way to the candidate of
     those tiers (:func:`clinical.rerun.candidates.candidate_tier`) that
     passes both checks with the highest P(yes) at or above it."""
-    from clinical.quality import measure as quality
-    from clinical.rerun.candidates import Incumbent, candidate_good_enough, candidate_select, candidate_tier
+    from clinical.models import Translation
+    from clinical.rerun.candidates import candidate_good_enough, candidate_select, candidate_tier, incumbent_for
 
-    incumbent = (Incumbent(confidence=fast_confidence, margin=0.0, self_check=fast_self_check)
-                 if reasons in ([quality.LOW_CONFIDENCE], [quality.LOW_SELF_CHECK]) else None)
+    incumbent = incumbent_for(Translation(output_text=fast_text, confidence=fast_confidence,
+                                          self_check=fast_self_check, rerun_reason=",".join(reasons)), margin=0.0)
     tried = []
     for candidate in measured:
         tried.append(candidate)

@@ -295,6 +295,7 @@ def verification_frame(translation: Translation) -> dict | None:
     if state == Translation.Verification.VERIFIED:
         rerun = Rerun.objects.get(translation=translation, precision=RERUN_PRECISION)
         confidence = "not measured" if rerun.confidence is None else f"{rerun.confidence:.2f}"
+        still_doubted = _still_doubted(translation, rerun)
         return {"type": "verified", "id": request_id, "text": rerun.output_text,
                 "confidence": rerun.confidence, "precision": rerun.precision,
                 "engine_precision": rerun.precision_label,
@@ -305,7 +306,7 @@ def verification_frame(translation: Translation) -> dict | None:
                 "change": rerun.change_note,
                 **quality.rerun_quality_payload(rerun),
                 # "Verified" only where the model's own check does not still doubt the text.
-                "message": f"{'Re-run' if _still_doubted(translation, rerun) else 'Verified'} in full precision "
+                "message": f"{'Re-run' if still_doubted else 'Verified'} in full precision "
                            f"({rerun.precision_label}), confidence "
                            f"{confidence}"
                            + ("" if rerun.self_check is None else f", model's own check {rerun.self_check:.2f}")
@@ -316,5 +317,5 @@ def verification_frame(translation: Translation) -> dict | None:
                            + ("" if rerun.faithfulness_passed is not False else
                               " The faithfulness check still flags statements the note does not make; "
                               "check the text.")
-                           + _still_doubted(translation, rerun)}
+                           + still_doubted}
     return None

@@ -281,15 +281,15 @@ CONFIDENCE_THRESHOLD = (float(os.environ["CONFIDENCE_THRESHOLD"]) if os.environ.
 SELF_CHECK = env_bool("SELF_CHECK", True)
 SELF_CHECK_THRESHOLD = (float(os.environ["SELF_CHECK_THRESHOLD"]) if os.environ.get("SELF_CHECK_THRESHOLD")
                         else None)
+if SELF_CHECK_THRESHOLD is not None and not 0 <= SELF_CHECK_THRESHOLD <= 1:
+    # a probability: it is stored with each translation (Translation.self_check_threshold, 0-1)
+    raise ImproperlyConfigured(f"SELF_CHECK_THRESHOLD must be between 0 and 1, not {SELF_CHECK_THRESHOLD}")
 # SELF_CHECK_COPY: where the re-run's choice is still doubted by the model's
 # own check, deliver a candidate that is the diagnosis as written and that
 # the model trusts (clinical.rerun.candidates.candidate_select; measured on
 # laymaker-dev: wrong 15 -> 12 of 235 judged, SARI 37.4 -> 36.6,
 # docs/quality/rerun-select-self-check.md). 0: keep the doubted text, marked.
 SELF_CHECK_COPY = env_bool("SELF_CHECK_COPY", True)
-if SELF_CHECK_THRESHOLD is not None and not 0 <= SELF_CHECK_THRESHOLD <= 1:
-    # a probability: it is stored with each translation (Translation.self_check_threshold, 0-1)
-    raise ImproperlyConfigured(f"SELF_CHECK_THRESHOLD must be between 0 and 1, not {SELF_CHECK_THRESHOLD}")
 
 # --- Latency benchmarks (bench/latency.py) -------------------------------------
 # Generate exactly MAX_OUTPUT_TOKENS tokens, never stopping at end of sequence,

@@ -118,12 +118,12 @@ def self_check_display(*, self_check: dict | None) -> dict | None:
     page then shows no panel)."""
     if not self_check:
         return None
-    p, threshold, passed = self_check["p_yes"], self_check.get("threshold"), self_check.get("passed")
-    if passed is None or threshold is None:
+    p, passed = self_check["p_yes"], self_check.get("passed")
+    if passed is None:  # no threshold applied
         return {"state": "measured", "summary": SELF_CHECK_MEASURED.format(p=_percent(p))}
     template = SELF_CHECK_PASSED if passed else SELF_CHECK_DOUBTED
     return {"state": "passed" if passed else "doubted",
-            "summary": template.format(p=_percent(p), t=_percent(threshold))}
+            "summary": template.format(p=_percent(p), t=_percent(self_check["threshold"]))}
 
 
 def language_review_notes() -> dict[str, str]:

@@ -104,7 +104,7 @@
     if (!selfCheck) { box.hidden = true; return; }
     let state = "measured";
     let summary = SELF_CHECK_MEASURED.replace("{p}", percent(selfCheck.p_yes));
-    if (selfCheck.passed != null && selfCheck.threshold != null) {
+    if (selfCheck.passed != null) {  // null: no threshold applied
       state = selfCheck.passed ? "passed" : "doubted";
       summary = (selfCheck.passed ? SELF_CHECK_PASSED : SELF_CHECK_DOUBTED)
         .replace("{p}", percent(selfCheck.p_yes)).replace("{t}", percent(selfCheck.threshold));
