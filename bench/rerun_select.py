@@ -35,7 +35,7 @@ engine, cached with it), and the rules are:
   model-written text checked at the threshold, ``candidate_select`` by
   P(yes), the fast text as :func:`clinical.rerun.candidates.incumbent_for`
   makes it);
-* ``trusted-copy``: the product's rule now: as ``before``, but where what
+* ``trusted-copy``: the product's rule on 2026-11-27: as ``before``, but where what
   it delivers is under the threshold (doubted), a candidate that is the
   input unchanged, passes both checks and is checked at or above the
   threshold is delivered instead (``candidate_select``'s
@@ -43,7 +43,11 @@ engine, cached with it), and the rules are:
 * ``trusted-first``: as ``before``, but a doubted text gives way to the
   input with terms replaced (tier 1) checked at or above the threshold;
 * ``trusted-first+copy``: the same, tier 0 (the input unchanged, or a
-  question) allowed too.
+  question) allowed too;
+* ``as-written``: the product's rule since 2026-11-28
+  (``SELF_CHECK_COPY=always``): as ``trusted-copy``, then a text still
+  under the threshold gives way to the diagnosis as written
+  (:func:`clinical.rerun.candidates.candidate_as_written`).
 
 Each rule's delivered texts are also counted by their hand-judged verdict
 (docs/quality/hand-judged.md); texts nobody judged are listed.
@@ -85,7 +89,6 @@ def main(argv: list[str] | None = None) -> int:
     django.setup()
     from bench.quality import _same, score
     from bench.rerun_fix import gated_rows
-    from clinical.models import Translation
     from clinical.rerun import candidates as rerun_candidates
     from clinical.rerun.engine import run_in_engine_loop
     from clinical.rerun.execute import rerun_candidates_run
@@ -97,19 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = gate.gated[:args.limit] if args.limit else gate.gated
     names = rerun_candidates.candidate_names()
     cache = Path(f"{args.out}-candidates.jsonl")
-    done: dict[tuple[str, str], dict] = {}
-    if args.resume and cache.exists():
-        for line in cache.read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
-            done[(record["id"], record["name"])] = record
+    done = cached_candidates(cache) if args.resume else {}
     todo = [(row_id, name) for row_id in rows for name in names if (row_id, name) not in done]
-
-    def translation_for(row_id: str) -> Translation:
-        # No rerun_reason: one candidate at a time is generated here, and the incumbent is replayed below.
-        return Translation(input_text=gate.by_id[row_id]["ORIGINAL"], language="en", reading_level=6,
-                           prompt_version=gate.version, model_name=gate.model, output_text=gate.fast[row_id]["output"],
-                           confidence=gate.fast[row_id]["confidence"],
-                           self_check_threshold=gate.self_check_threshold)
 
     if todo:
         from inference.factory import EngineConfig, create_engine
@@ -121,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             for n, (row_id, name) in enumerate(todo, start=1):
                 started = time.perf_counter()
                 chosen, records = rerun_candidates_run(
-                    translation=translation_for(row_id), engine=engine, request_prefix=f"sel-{row_id}",
+                    translation=gate_translation(gate, row_id), engine=engine, request_prefix=f"sel-{row_id}",
                     names=(name,), messages=gate.fast_messages(row_id), pool=gate.pool_for(row_id),
                     time_limit_s=600)
                 record = {"id": row_id, "name": name, "skipped": records[0].get("skipped", "")
@@ -135,23 +127,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[{n}/{len(todo)}] {row_id} {name} {time.perf_counter() - started:.1f} s", flush=True)
         run_in_engine_loop(engine.shutdown())
 
-    def measured(row_id: str) -> list:
-        """The row's candidates in ``RERUN_CANDIDATES`` order, measured as the
-        product measures them (skipped ones left out, as the product does)."""
-        translation = translation_for(row_id)
-        found = []
-        for name in names:
-            record = done.get((row_id, name))
-            if record is None or record["skipped"] or record["generated"] != name:
-                continue
-            found.append(rerun_candidates.candidate_measure(
-                translation=translation, name=name, text=record["text"], logprobs=record["logprobs"],
-                ms=record["ms"], prompt_version=record["prompt_version"],
-                replaced=[tuple(pair) for pair in record["replaced"]], self_check=record.get("self_check")))
-        return found
-
     if gate.self_checks is not None:
-        report = self_check_rules(gate, rows, {row_id: measured(row_id) for row_id in rows},
+        report = self_check_rules(gate, rows, {row_id: candidates_measured(gate, done, row_id) for row_id in rows},
                                   hand_judged=Path(args.hand_judged),
                                   command=" ".join(sys.argv[1:] if argv is None else argv))
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -162,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
 
     margins = [math.inf if m.strip() == "inf" else float(m) for m in args.margins.split(",")]
     rules = [("current", None)] + [(f"incumbent+{m:g}", m) for m in margins]
-    per_row = {row_id: measured(row_id) for row_id in rows}
+    per_row = {row_id: candidates_measured(gate, done, row_id) for row_id in rows}
     results = {}
     for fold in ("A", "B"):
         ids = [i for i in rows if gate.fold(i) == fold and per_row[i]]
@@ -204,6 +181,47 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def gate_translation(gate, row_id: str):
+    """The unsaved :class:`clinical.models.Translation` a gated row's
+    candidates are generated and measured for. No ``rerun_reason``: one
+    candidate at a time is generated here, and the incumbent is replayed."""
+    from clinical.models import Translation
+
+    return Translation(input_text=gate.by_id[row_id]["ORIGINAL"], language="en", reading_level=6,
+                       prompt_version=gate.version, model_name=gate.model, output_text=gate.fast[row_id]["output"],
+                       confidence=gate.fast[row_id]["confidence"], self_check_threshold=gate.self_check_threshold)
+
+
+def cached_candidates(cache: Path) -> dict[tuple[str, str], dict]:
+    """The generated candidates of ``<out>-candidates.jsonl``, ``{(ID,
+    candidate name): record}`` (empty when the file is missing)."""
+    done: dict[tuple[str, str], dict] = {}
+    if cache.exists():
+        for line in cache.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            done[(record["id"], record["name"])] = record
+    return done
+
+
+def candidates_measured(gate, done: dict[tuple[str, str], dict], row_id: str) -> list:
+    """A gated row's cached candidates in ``RERUN_CANDIDATES`` order,
+    measured as the product measures them (skipped ones left out, as the
+    product does)."""
+    from clinical.rerun import candidates as rerun_candidates
+
+    translation = gate_translation(gate, row_id)
+    found = []
+    for name in rerun_candidates.candidate_names():
+        record = done.get((row_id, name))
+        if record is None or record["skipped"] or record["generated"] != name:
+            continue
+        found.append(rerun_candidates.candidate_measure(
+            translation=translation, name=name, text=record["text"], logprobs=record["logprobs"],
+            ms=record["ms"], prompt_version=record["prompt_version"],
+            replaced=[tuple(pair) for pair in record["replaced"]], self_check=record.get("self_check")))
+    return found
+
+
 def replay(measured: list, *, fast_text: str, fast_confidence: float | None, fast_failed: bool,
            margin: float | None, model_name: str, reading_level: int) -> tuple[str, str, float]:
     """What one rule delivers for one gated output: ``(text, name of what
@@ -227,15 +245,17 @@ def replay(measured: list, *, fast_text: str, fast_confidence: float | None, fas
 
 
 #: The self-check mode's rules (see the module docstring): whether the
-#: product's fallback to a trusted copy applies, and the tiers a trusted
-#: candidate may have to replace a doubted delivered text besides.
-SELF_CHECK_RULES = {"before": (False, ()), "trusted-copy": (True, ()), "trusted-first": (False, (1,)),
-                    "trusted-first+copy": (False, (1, 0))}
+#: product's fallback to a trusted copy applies, the tiers a trusted
+#: candidate may have to replace a doubted delivered text besides, and
+#: whether a text still doubted then gives way to the diagnosis as written.
+SELF_CHECK_RULES = {"before": (False, (), False), "trusted-copy": (True, (), False),
+                    "trusted-first": (False, (1,), False), "trusted-first+copy": (False, (1, 0), False),
+                    "as-written": (True, (), True)}
 
 
 def replay_checked(measured: list, *, fast_text: str, fast_confidence: float | None,
                    fast_self_check: float | None, reasons: list[str], threshold: float, model_name: str,
-                   copy_fallback: bool = False, trusted_tiers: tuple[int, ...] = (),
+                   copy_fallback: bool = False, trusted_tiers: tuple[int, ...] = (), as_written: bool = False,
                    reading_level: int = 6) -> tuple[str, str, float | None]:
     """What one self-check rule delivers for one gated output: ``(text,
     name of what was kept or "fast", its P(yes))``. The product's early
@@ -245,12 +265,22 @@ def replay_checked(measured: list, *, fast_text: str, fast_confidence: float | N
     then, with ``trusted_tiers``, a delivered text under ``threshold``
     gives way to the candidate of
     those tiers (:func:`clinical.rerun.candidates.candidate_tier`) that
-    passes both checks with the highest P(yes) at or above it."""
+    passes both checks with the highest P(yes) at or above it; with
+    ``as_written``, the product's rule now (``SELF_CHECK_COPY=always``), a
+    text still under ``threshold`` after the trusted copy gives way to the
+    diagnosis as written (:func:`clinical.rerun.candidates.candidate_as_written`)."""
     from clinical.models import Translation
-    from clinical.rerun.candidates import candidate_good_enough, candidate_select, candidate_tier, incumbent_for
+    from clinical.rerun.candidates import (
+        candidate_as_written,
+        candidate_good_enough,
+        candidate_select,
+        candidate_tier,
+        incumbent_for,
+    )
 
-    incumbent = incumbent_for(Translation(output_text=fast_text, confidence=fast_confidence,
-                                          self_check=fast_self_check, rerun_reason=",".join(reasons)), margin=0.0)
+    fast = Translation(input_text=measured[0].input_text if measured else "", output_text=fast_text,
+                       confidence=fast_confidence, self_check=fast_self_check, rerun_reason=",".join(reasons))
+    incumbent = incumbent_for(fast, margin=0.0)
     tried = []
     for candidate in measured:
         tried.append(candidate)
@@ -259,6 +289,9 @@ def replay_checked(measured: list, *, fast_text: str, fast_confidence: float | N
             break
     chosen = candidate_select(tried, reading_level=reading_level, incumbent=incumbent,
                               self_check_threshold=threshold if copy_fallback else None)
+    copy = candidate_as_written(translation=fast, chosen=chosen, self_check_threshold=threshold) if as_written else None
+    if copy is not None:
+        return copy.text, copy.name, copy.self_check
     text, name, p_yes = ((fast_text, "fast", fast_self_check) if chosen is None
                          else (chosen.text, chosen.name, chosen.self_check))
     if trusted_tiers and (p_yes is None or p_yes < threshold):
@@ -268,6 +301,21 @@ def replay_checked(measured: list, *, fast_text: str, fast_confidence: float | N
             best = max(trusted, key=lambda c: (candidate_tier(c), round(c.self_check, 2)))
             return best.text, best.name, best.self_check
     return text, name, p_yes
+
+
+def self_check_replay(gate, rows: list[str], per_row: dict[str, list]) -> dict[str, dict[str, tuple]]:
+    """What each rule of :data:`SELF_CHECK_RULES` delivers for each gated
+    row that has candidates: ``{rule: {ID: (text, name of what was kept or
+    "fast", its P(yes))}}`` (:func:`replay_checked`), fold A's rows first."""
+    replayed: dict[str, dict[str, tuple]] = {}
+    for rule, (fallback, tiers, as_written) in SELF_CHECK_RULES.items():
+        replayed[rule] = {
+            i: replay_checked(per_row[i], fast_text=gate.fast[i]["output"], fast_confidence=gate.fast[i]["confidence"],
+                              fast_self_check=gate.self_checks.get(i), reasons=gate.reasons[i],
+                              threshold=gate.self_check_threshold, model_name=gate.model, copy_fallback=fallback,
+                              trusted_tiers=tiers, as_written=as_written)
+            for fold in ("A", "B") for i in rows if gate.fold(i) == fold and per_row[i]}
+    return replayed
 
 
 def self_check_rules(gate, rows: list[str], per_row: dict[str, list], *, hand_judged: Path, command: str) -> dict:
@@ -280,23 +328,20 @@ def self_check_rules(gate, rows: list[str], per_row: dict[str, list], *, hand_ju
 
     labels = hand_labels(hand_judged.read_text(encoding="utf-8"), set(gate.by_id))
     results: dict[str, dict] = {}
-    delivered: dict[str, dict[str, str]] = {rule: {} for rule in SELF_CHECK_RULES}
+    replayed = self_check_replay(gate, rows, per_row)
+    delivered: dict[str, dict[str, str]] = {rule: {i: found[0] for i, found in by_row.items()}
+                                            for rule, by_row in replayed.items()}
     for fold in ("A", "B"):
         ids = [i for i in rows if gate.fold(i) == fold and per_row[i]]
         sources = [gate.by_id[i]["ORIGINAL"] for i in ids]
         references = [gate.by_id[i]["REFERENCE"] for i in ids]
         changed = [not _same(gate.by_id[i]["ORIGINAL"], gate.by_id[i]["REFERENCE"]) for i in ids]
         fold_result = {"rows": len(ids), "rules": {}}
-        for rule, (fallback, tiers) in SELF_CHECK_RULES.items():
+        for rule in SELF_CHECK_RULES:
             texts, kept, verdicts, doubted = [], {}, {}, 0
             for i in ids:
-                text, name, p_yes = replay_checked(
-                    per_row[i], fast_text=gate.fast[i]["output"], fast_confidence=gate.fast[i]["confidence"],
-                    fast_self_check=gate.self_checks.get(i), reasons=gate.reasons[i],
-                    threshold=gate.self_check_threshold, model_name=gate.model, copy_fallback=fallback,
-                    trusted_tiers=tiers)
+                text, name, p_yes = replayed[rule][i]
                 texts.append(text)
-                delivered[rule][i] = text
                 kept[name] = kept.get(name, 0) + 1
                 verdict = labels.get((i, text.strip()), "unjudged")
                 verdicts[verdict] = verdicts.get(verdict, 0) + 1

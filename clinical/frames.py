@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clinical.models import RERUN_KEPT_FAST_TEXT, RERUN_PRECISION, Rerun, Translation
+from clinical.models import RERUN_AS_WRITTEN, RERUN_KEPT_FAST_TEXT, RERUN_PRECISION, Rerun, Translation
 from clinical.quality import measure as quality
 from inference.examples import normalise
 
@@ -181,6 +181,12 @@ UNCHANGED_MESSAGE = "The diagnosis text as written: no plain-words version passe
 #: (clinical.rerun.candidates.candidate_select's self-check fallback).
 UNCHANGED_DOUBTED_MESSAGE = ("The diagnosis text as written: the model's own check doubted every plain-words "
                              "version; explain it to the patient yourself")
+#: The note when the model's own check still doubted the text the re-run
+#: would have delivered, and the diagnosis as written was kept instead
+#: (clinical.rerun.candidates.candidate_as_written); the page keeps that
+#: text as the fast draft.
+AS_WRITTEN_MESSAGE = ("The diagnosis text as written: the model's own check doubted the plain-words version; "
+                      "explain it to the patient yourself")
 
 
 def _quoted(items: list[str], limit: int = 3) -> str:
@@ -209,7 +215,9 @@ def rerun_change_note(*, translation: Translation, rerun: Rerun) -> str:
             shown = ""
         return KEPT_FAST_MESSAGE + shown + "."
     label = CANDIDATE_MESSAGES.get(rerun.candidate, rerun.candidate)
-    if normalise(rerun.output_text) == normalise(translation.input_text):
+    if rerun.candidate == RERUN_AS_WRITTEN:
+        label = AS_WRITTEN_MESSAGE
+    elif normalise(rerun.output_text) == normalise(translation.input_text):
         # A rewrite (the fast text or another candidate) passed both checks, yet the input was
         # kept: only the self-check fallback does that (the tiers rank any passing rewrite above it).
         rewrite_passed = (translation.safety_passed and translation.faithfulness_passed) or any(

@@ -482,6 +482,10 @@ RERUN_PRECISION = "fp32"
 #: ``Rerun.candidate`` when the re-run kept the fast text, which passed both
 #: checks and no candidate was clearly better (clinical.rerun.candidates.Incumbent).
 RERUN_KEPT_FAST_TEXT = "fast_text"
+#: ``Rerun.candidate`` when the model's own check still doubted the text the
+#: re-run would deliver and the diagnosis as written was kept instead
+#: (clinical.rerun.candidates.candidate_as_written).
+RERUN_AS_WRITTEN = "as_written"
 
 
 class Rerun(models.Model):

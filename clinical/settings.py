@@ -284,12 +284,19 @@ SELF_CHECK_THRESHOLD = (float(os.environ["SELF_CHECK_THRESHOLD"]) if os.environ.
 if SELF_CHECK_THRESHOLD is not None and not 0 <= SELF_CHECK_THRESHOLD <= 1:
     # a probability: it is stored with each translation (Translation.self_check_threshold, 0-1)
     raise ImproperlyConfigured(f"SELF_CHECK_THRESHOLD must be between 0 and 1, not {SELF_CHECK_THRESHOLD}")
-# SELF_CHECK_COPY: where the re-run's choice is still doubted by the model's
-# own check, deliver a candidate that is the diagnosis as written and that
-# the model trusts (clinical.rerun.candidates.candidate_select; measured on
-# laymaker-dev: wrong 15 -> 12 of 235 judged, SARI 37.4 -> 36.6,
-# docs/quality/rerun-select-self-check.md). 0: keep the doubted text, marked.
-SELF_CHECK_COPY = env_bool("SELF_CHECK_COPY", True)
+# SELF_CHECK_COPY: what the re-run delivers where the text it would keep is
+# still doubted by the model's own check:
+#   always (default): the diagnosis as written (clinical.rerun.candidates.candidate_as_written;
+#     measured on laymaker-dev: wrong texts 12 -> 6 of 235 judged, SARI 36.6 -> 35.0);
+#   trusted (also 1/true/yes/on): a candidate that is the diagnosis as written and that the
+#     model trusts, where there is one (candidate_select; wrong 15 -> 12, SARI 37.4 -> 36.6);
+#   off (also 0/false/no): the doubted text, marked. docs/quality/rerun-select-self-check.md.
+_SELF_CHECK_COPY_ALIASES = {"1": "trusted", "true": "trusted", "yes": "trusted", "on": "trusted",
+                            "0": "off", "false": "off", "no": "off"}
+SELF_CHECK_COPY = os.environ.get("SELF_CHECK_COPY", "always").strip().lower() or "always"
+SELF_CHECK_COPY = _SELF_CHECK_COPY_ALIASES.get(SELF_CHECK_COPY, SELF_CHECK_COPY)
+if SELF_CHECK_COPY not in ("always", "trusted", "off"):
+    raise ImproperlyConfigured(f"SELF_CHECK_COPY must be always, trusted or off, not {SELF_CHECK_COPY!r}")
 
 # --- Latency benchmarks (bench/latency.py) -------------------------------------
 # Generate exactly MAX_OUTPUT_TOKENS tokens, never stopping at end of sequence,

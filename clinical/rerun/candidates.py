@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from clinical.models import RERUN_KEPT_FAST_TEXT, Translation, TranslationPart, translation_parts
+from clinical.models import RERUN_AS_WRITTEN, RERUN_KEPT_FAST_TEXT, Translation, TranslationPart, translation_parts
 from clinical.quality import measure as quality
 from clinical.quality.gate import gate_threshold
 from clinical.quality.safety import find_drugs
@@ -67,6 +67,10 @@ SAMPLED = "sampled"
 #: ``Rerun.candidate`` when no candidate may replace the fast text
 #: (:class:`Incumbent`): the fast text stands.
 FAST_TEXT = RERUN_KEPT_FAST_TEXT
+#: ``Rerun.candidate`` when the text the re-run would deliver is still
+#: doubted by the model's own check and the diagnosis as written is
+#: delivered instead (:func:`candidate_as_written`; ``SELF_CHECK_COPY=always``).
+AS_WRITTEN = RERUN_AS_WRITTEN
 #: Every candidate, in the default order (``RERUN_CANDIDATES``).
 CANDIDATE_NAMES = (FULL_PRECISION, RETRIEVED_EXAMPLES, SPAN_REPLACEMENT, SAMPLED)
 
@@ -545,7 +549,7 @@ def candidate_select(candidates: list[Candidate], *, reading_level: int,
     wrong 1 -> 1, correct 17 -> 16; SARI of the gated rows 36.9 -> 36.1 and
     46.4 -> 41.4 (a copy explains nothing). Letting the input with terms
     replaced (tier 1) replace a doubted text as well made 2 more texts
-    wrong on fold B, so it does not. Off with ``SELF_CHECK_COPY=0``.
+    wrong on fold B, so it does not. Off with ``SELF_CHECK_COPY=off``.
 
     Args:
         candidates: measured candidates in the order they were generated.
@@ -572,6 +576,36 @@ def candidate_select(candidates: list[Candidate], *, reading_level: int,
     if not copies:
         return chosen
     return max(copies, key=lambda c: (round(c.self_check, 2), -order[id(c)]))
+
+
+def candidate_as_written(*, translation: Translation, chosen: Candidate | None,
+                         self_check_threshold: float | None) -> Candidate | None:
+    """The diagnosis as written (:data:`AS_WRITTEN`, the input unchanged,
+    no logprobs, not checked by the model), where the text the re-run would
+    deliver is still doubted: ``chosen``'s P(yes), or the fast text's
+    (``translation.self_check``) where ``chosen`` is ``None`` and the fast
+    text stands, is under ``self_check_threshold``. ``None`` where it is not
+    doubted, where no threshold applies, or where that P(yes) is unknown
+    (the check did not run: nothing says the text is wrong).
+
+    A wrong text is worse than none for a patient: measured on laymaker-dev
+    (the 62 gated rows' every candidate replayed, docs/quality/rerun-select-self-check.md,
+    one reader's verdicts over the 235 judged rows as delivered), this rule
+    after :func:`candidate_select`'s trusted copy gives wrong texts 12 -> 6,
+    correct 130 -> 125 (the model's check also doubts some correct texts,
+    and a copy of a sentence the clinicians changed counts as lossy),
+    SARI 36.6 -> 35.0 (a copy explains nothing). The clinician is told
+    (:func:`clinical.frames.rerun_change_note`) and the page keeps the
+    doubted text as the fast draft to read. ``SELF_CHECK_COPY=trusted``
+    keeps only the trusted copy of :func:`candidate_select`.
+    """
+    if self_check_threshold is None:
+        return None
+    p_yes = chosen.self_check if chosen is not None else translation.self_check
+    if p_yes is None or p_yes >= self_check_threshold:
+        return None
+    return candidate_measure(translation=translation, name=AS_WRITTEN, text=translation.input_text, logprobs=[],
+                             ms=0.0, prompt_version=translation.prompt_version)
 
 
 def _select(candidates: list[Candidate], *, reading_level: int, incumbent: Incumbent | None) -> Candidate | None:

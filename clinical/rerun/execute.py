@@ -227,7 +227,9 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
 
     Where the re-run's choice is still doubted, a candidate that is the
     input unchanged and that the model trusts is delivered instead
-    (``SELF_CHECK_COPY``, :func:`clinical.rerun.candidates.candidate_select`).
+    (:func:`clinical.rerun.candidates.candidate_select`), and where there is
+    none, the diagnosis as written (:func:`clinical.rerun.candidates.candidate_as_written`;
+    ``SELF_CHECK_COPY``: ``always``, ``trusted`` for the first only, ``off``).
 
     Where the gate reads the model's own check for the translation (the
     threshold stored with it, :attr:`clinical.models.Translation.self_check_threshold`,
@@ -322,9 +324,15 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
                                                 names=(rerun_candidates.FULL_PRECISION,),
                                                 time_limit_s=deadline - time.monotonic(), messages=messages)
         return chosen, records + fallback
+    copy = settings.SELF_CHECK_COPY
     chosen = rerun_candidates.candidate_select(measured, reading_level=translation.reading_level,
                                                incumbent=incumbent,
-                                               self_check_threshold=check_threshold if settings.SELF_CHECK_COPY else None)
+                                               self_check_threshold=check_threshold if copy != "off" else None)
+    as_written = rerun_candidates.candidate_as_written(translation=translation, chosen=chosen,
+                                                       self_check_threshold=check_threshold) if copy == "always" else None
+    if as_written is not None:
+        logger.info("re-run keeps the diagnosis as written: the model's own check doubts the text it would deliver")
+        return as_written, records + [as_written.record()]
     if chosen is None:  # the fast text passed both checks and no candidate was clearly better
         chosen = rerun_candidates.candidate_measure(
             translation=translation, name=rerun_candidates.FAST_TEXT, text=translation.output_text, logprobs=[],

@@ -74,3 +74,15 @@ def test_a_doubted_text_gives_way_to_a_trusted_copy_under_the_products_rule_and_
     no_span = [tried[0], tried[2]]
     assert replay_checked(no_span, trusted_tiers=(1,), **common)[1] == "retrieved_examples"
     assert replay_checked(no_span, trusted_tiers=(1, 0), **common)[1] == "sampled"
+
+
+def test_a_text_still_doubted_after_the_trusted_copy_gives_way_to_the_diagnosis_as_written():
+    doubted = [checked(candidates.RETRIEVED_EXAMPLES, "Some fluid in the left knee.", 0.40),
+               checked(candidates.SAMPLED, "A bit of fluid in the left knee.", 0.35)]
+    common = {"fast_text": FAST, "fast_confidence": 0.9, "fast_self_check": 0.3, "reasons": ["low_self_check"],
+              "threshold": 0.6, "model_name": "x.gguf", "copy_fallback": True}
+    assert replay_checked(doubted, **common) == ("Some fluid in the left knee.", "retrieved_examples", 0.40)
+    assert replay_checked(doubted, as_written=True, **common) == (KNEE, "as_written", None)
+    # a trusted text is kept: nothing to replace
+    trusted = [checked(candidates.RETRIEVED_EXAMPLES, "Some fluid in the left knee.", 0.70)]
+    assert replay_checked(trusted, as_written=True, **common)[1] == "retrieved_examples"

@@ -73,8 +73,9 @@ async def test_a_text_the_model_doubts_is_rechecked_candidate_by_candidate_on_th
         daphne_server, celery_worker_process, clinician):
     """The self-check path end to end: the server's llama.cpp engine checks
     its own text after the stream, the gate reads that (a site threshold
-    above any answer), and the vLLM worker checks each candidate it writes
-    and records the scores."""
+    above any answer), the vLLM worker checks each candidate it writes and
+    records the scores, and, as the model doubts them all, delivers the
+    diagnosis as written."""
     check = {"SELF_CHECK_THRESHOLD": "0.99", "RERUN_CANDIDATES": "full_precision,sampled"}
     worker = celery_worker_process(RERUN_ENGINE="vllm", RERUN_MODEL=str(smollm2_hf_path()),
                                    INFERENCE_MODEL=str(smollm2_gguf_path()), **check)
@@ -90,9 +91,10 @@ async def test_a_text_the_model_doubts_is_rechecked_candidate_by_candidate_on_th
     assert done["verification"] == "pending" and 0 <= done["self_check"]["p_yes"] < 0.99
     assert types[-1] == "verified", worker.logs()[-3000:]
     assert "model's own check" in frames[-1]["message"]
-    # no candidate reached 0.99 either: the kept text is shown as still doubted
-    assert frames[-1]["self_check"]["passed"] is False and frames[-1]["self_check"]["threshold"] == 0.99
-    assert "The model's own check still doubts this text" in frames[-1]["message"]
+    # no candidate reached 0.99 either: the clinician gets the diagnosis as written, told why
+    assert frames[-1]["candidate"] == "as_written" and frames[-1]["text"] == laymaker_sentences()[4]
+    assert "the model's own check doubted the plain-words version" in frames[-1]["message"]
+    assert "still doubts" not in frames[-1]["message"]
 
     def check_database():
         translation = Translation.objects.get()
@@ -100,8 +102,10 @@ async def test_a_text_the_model_doubts_is_rechecked_candidate_by_candidate_on_th
         assert translation.rerun_reason.split(",")[0] == "low_self_check"
         rerun = Rerun.objects.get(translation=translation)
         tried = [r for r in rerun.candidates if "skipped" not in r]
-        assert [r["name"] for r in tried] == ["full_precision", "sampled"]  # none reached 0.99: both ran
-        assert all(0 <= r["self_check"] <= 1 for r in tried) and rerun.self_check is not None
+        # none reached 0.99: both ran, each checked, then the diagnosis as written (not a model text: unchecked)
+        assert [r["name"] for r in tried] == ["full_precision", "sampled", "as_written"]
+        assert all(0 <= r["self_check"] <= 1 for r in tried[:2]) and tried[2]["self_check"] is None
+        assert rerun.output_text == translation.input_text and rerun.self_check is None
     await in_thread(check_database)
 
 

@@ -151,3 +151,26 @@ def test_a_self_check_threshold_outside_zero_to_one_is_refused_at_start():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     assert "SELF_CHECK_THRESHOLD must be between 0 and 1, not 1.5" in done.stderr
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("sometimes", "SELF_CHECK_COPY must be always, trusted or off, not 'sometimes'"),
+])
+def test_an_unknown_self_check_copy_rule_is_refused_at_start(value, message):
+    """A typo would otherwise leave the re-run delivering texts the model
+    doubts, with nothing said."""
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="clinical.settings", SELF_CHECK_COPY=value)
+    done = subprocess.run([sys.executable, "-c", "import django; django.setup()"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and message in done.stderr
+
+
+def test_the_self_check_copy_rule_reads_the_old_on_and_off_values():
+    code = "import django; django.setup(); from django.conf import settings; print(settings.SELF_CHECK_COPY)"
+    seen = {}
+    for value in ("", "1", "on", "0", "OFF", "trusted", "always"):
+        env = dict(os.environ, DJANGO_SETTINGS_MODULE="clinical.settings", SELF_CHECK_COPY=value)
+        seen[value] = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                                     text=True, timeout=120, check=True).stdout.strip()
+    assert seen == {"": "always", "1": "trusted", "on": "trusted", "0": "off", "OFF": "off", "trusted": "trusted",
+                    "always": "always"}

@@ -470,3 +470,30 @@ def test_where_the_model_doubts_every_rewrite_a_trusted_copy_of_the_diagnosis_is
     replaced = checked(candidates.SPAN_REPLACEMENT, "Mild left knee extra fluid.", 0.95)
     assert candidates.candidate_tier(replaced) == 1
     assert candidates.candidate_select([doubted, replaced], reading_level=6, self_check_threshold=0.57) is doubted
+
+
+# -- the diagnosis as written where the model still doubts the text ---------
+
+def model_checked(name: str, text: str, p_yes: float | None) -> candidates.Candidate:
+    translation = Translation(input_text=KNEE, language="en", reading_level=6)
+    return candidates.candidate_measure(translation=translation, name=name, text=text, logprobs=[-0.1] * 8,
+                                        ms=1.0, prompt_version="test", self_check=p_yes)
+
+
+def test_the_diagnosis_as_written_replaces_only_a_text_the_model_still_doubts():
+    translation = Translation(input_text=KNEE, language="en", reading_level=6, prompt_version="p",
+                              output_text=KEEPS_LEFT, self_check=0.3)
+    doubted = model_checked(candidates.SAMPLED, KEEPS_LEFT, 0.4)
+    copy = candidates.candidate_as_written(translation=translation, chosen=doubted, self_check_threshold=0.57)
+    assert (copy.name, copy.text, copy.logprobs, copy.self_check) == ("as_written", KNEE, (), None)
+    assert copy.passed and candidates.candidate_tier(copy) == 0 and copy.prompt_version == "p"
+    # the fast text stands (chosen None): its own P(yes) decides
+    assert candidates.candidate_as_written(translation=translation, chosen=None,
+                                           self_check_threshold=0.57).text == KNEE
+    for chosen, threshold in ((model_checked(candidates.SAMPLED, KEEPS_LEFT, 0.57), 0.57),  # at the threshold: trusted
+                              (model_checked(candidates.SAMPLED, KEEPS_LEFT, None), 0.57),  # not checked: no verdict
+                              (doubted, None)):  # no threshold: the confidence gated it
+        assert candidates.candidate_as_written(translation=translation, chosen=chosen,
+                                               self_check_threshold=threshold) is None
+    translation.self_check = None
+    assert candidates.candidate_as_written(translation=translation, chosen=None, self_check_threshold=0.57) is None

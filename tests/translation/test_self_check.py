@@ -152,6 +152,7 @@ def test_the_rerun_keeps_the_candidate_the_model_checks_best_and_records_every_s
 def test_the_rerun_keeps_the_fast_text_when_no_candidate_checks_better_and_it_is_shown_as_doubted(
         clinician, client, settings, monkeypatch):
     settings.SELF_CHECK_THRESHOLD = 0.6
+    settings.SELF_CHECK_COPY = "trusted"  # a site that keeps a doubted text, marked, where no copy is trusted
     settings.RERUN_CANDIDATES = ("sampled",)
     settings.RERUN_REPLACE_MARGIN = 0.0
     worker = FakeEngine(answer=BETTER, logprob=-0.01, checks={BETTER: 0.2})
@@ -234,10 +235,65 @@ def test_where_the_model_doubts_every_rewrite_the_rerun_delivers_the_diagnosis_a
     frame = verification_frame(Translation.objects.get(pk=row.pk))
     assert frame["text"] == KNEE and frame["self_check"]["passed"] is True and "still doubts" not in frame["message"]
 
-    settings.SELF_CHECK_COPY = False  # a site that wants the rewrite, marked as doubted
+    settings.SELF_CHECK_COPY = "off"  # a site that wants the rewrite, marked as doubted
     row = services.translation_create(user=clinician, text=KNEE)
     services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=FAST,
                                 figures=services.TranslationFigures(tokens_out=9, confidence=0.97, self_check=0.3))
     done = execute.rerun_execute(translation_id=row.pk)
     assert done.output_text == BETTER and done.self_check == pytest.approx(0.2)
     assert "still doubts this text (0.20, under 0.60)" in verification_frame(Translation.objects.get(pk=row.pk))["message"]
+
+
+def test_where_the_model_still_doubts_the_text_the_rerun_would_keep_it_delivers_the_diagnosis_as_written(
+        clinician, client, settings, monkeypatch):
+    """No candidate is trusted (0.2) and the fast text is doubted (0.3):
+    by default the clinician gets the diagnosis as written, told why, with
+    the doubted text kept as the fast draft to read; the candidates the
+    worker tried are all recorded."""
+    settings.SELF_CHECK_THRESHOLD = 0.6
+    settings.RERUN_CANDIDATES = ("full_precision",)
+    worker = FakeEngine(answer=BETTER, logprob=-0.01, checks={BETTER: 0.2})
+    monkeypatch.setattr(execute, "rerun_engine_get", lambda: worker)
+    row = services.translation_create(user=clinician, text=KNEE)
+    services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=FAST,
+                                figures=services.TranslationFigures(tokens_out=9, confidence=0.97, self_check=0.3))
+    done = execute.rerun_execute(translation_id=row.pk)
+    assert (done.output_text, done.candidate, done.self_check) == (KNEE, candidates.AS_WRITTEN, None)
+    assert [(r["name"], r["self_check"]) for r in done.candidates] == [("full_precision", 0.2), ("as_written", None)]
+    assert done.change_note.startswith("The diagnosis text as written: the model's own check doubted the "
+                                       "plain-words version; explain it to the patient yourself")
+    translation = Translation.objects.get(pk=row.pk)
+    assert translation.output_text == FAST  # the fast text is kept beside it
+    frame = verification_frame(translation)
+    assert frame["text"] == KNEE and frame["candidate"] == "as_written"
+    assert frame["safety"]["passed"] is True and frame["faithfulness"]["passed"] is True
+    assert "still doubts" not in frame["message"] and "explain it to the patient yourself" in frame["message"]
+    client.force_login(clinician)
+    page = client.get(f"/translations/{row.request_id}/").content.decode()
+    assert KNEE in page and FAST in page  # the doubted text stays readable as the fast draft
+    handout = client.get(f"/translations/{row.request_id}/handout/").content.decode()
+    assert KNEE in handout and FAST not in handout  # the patient's copy has only the diagnosis as written
+    api = TranslationSerializer(selectors.translation_api_view(translation=translation)).data
+    assert api["verified_text"] == KNEE
+
+
+def test_a_text_whose_check_did_not_run_is_not_replaced_by_the_diagnosis_as_written(clinician, settings,
+                                                                                   monkeypatch):
+    """Nothing says the kept text is wrong where the worker's check of it
+    failed: it is delivered (unscored), not the copy."""
+    settings.SELF_CHECK_THRESHOLD = 0.6
+    settings.RERUN_CANDIDATES = ("full_precision",)
+    worker = FakeEngine(answer=BETTER, logprob=-0.01)
+    monkeypatch.setattr(execute, "rerun_engine_get", lambda: worker)
+    monkeypatch.setattr(execute, "_self_check_bounded", _check_timed_out)
+    row = services.translation_create(user=clinician, text=KNEE)
+    services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=FAST,
+                                figures=services.TranslationFigures(tokens_out=9, confidence=0.97, self_check=0.3))
+    done = execute.rerun_execute(translation_id=row.pk)
+    assert done.output_text == BETTER and done.candidate == "full_precision" and done.self_check is None
+
+
+async def _check_timed_out(*args, **kwargs):
+    """What :func:`clinical.rerun.execute._self_check_bounded` returns when
+    the check runs past the re-run's time budget or its engine fails."""
+    return None
