@@ -249,7 +249,7 @@ def _still_doubted(translation: Translation, rerun: Rerun) -> str:
     kept text too (P(yes) under the threshold the fast text was gated by,
     :attr:`clinical.models.Translation.self_check_threshold`), else ""."""
     threshold = translation.self_check_threshold
-    if rerun.self_check is None or threshold is None or rerun.self_check >= threshold:
+    if not quality.self_check_doubted(rerun.self_check, threshold):
         return ""
     return (f" The model's own check still doubts this text ({rerun.self_check:.2f}, under {threshold:.2f}); "
             "read it against the diagnosis before giving it to the patient.")
@@ -313,8 +313,10 @@ def verification_frame(translation: Translation) -> dict | None:
                 "candidate": rerun.candidate, "candidates": list(rerun.candidates or []),
                 "change": rerun.change_note,
                 **quality.rerun_quality_payload(rerun),
-                # "Verified" only where the model's own check does not still doubt the text.
-                "message": f"{'Re-run' if still_doubted else 'Verified'} in full precision "
+                # "Verified" only where the model's own check does not still doubt the text, and not
+                # for the diagnosis as written, which no model wrote or checked.
+                "message": f"{'Re-run' if still_doubted or rerun.candidate == RERUN_AS_WRITTEN else 'Verified'}"
+                           " in full precision "
                            f"({rerun.precision_label}), confidence "
                            f"{confidence}"
                            + ("" if rerun.self_check is None else f", model's own check {rerun.self_check:.2f}")

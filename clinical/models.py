@@ -542,7 +542,9 @@ class Rerun(models.Model):
     candidate = models.CharField(
         max_length=32, blank=True,
         help_text="The candidate whose text is output_text: full_precision, retrieved_examples, "
-                  "span_replacement or sampled (clinical.rerun.candidates).")
+                  "span_replacement or sampled; fast_text (the fast text stands) or as_written (the "
+                  "diagnosis as written, where the model's own check doubted the text) "
+                  "(clinical.rerun.candidates).")
     candidates = models.JSONField(
         default=list, blank=True,
         help_text='Every candidate tried, in order, without its text: [{"name", "safety_passed", '

@@ -62,7 +62,7 @@ def rerun_reasons(*, confidence: float | None, safety_passed: bool | None, thres
     """
     reasons = []
     if self_check is not None and self_check_threshold is not None:
-        if self_check < self_check_threshold:
+        if self_check_doubted(self_check, self_check_threshold):
             reasons.append(LOW_SELF_CHECK)
     elif confidence is None or confidence < threshold:
         reasons.append(LOW_CONFIDENCE)
@@ -91,6 +91,14 @@ def faithfulness_payload(*, passed: bool | None, flags: list[dict] | None) -> di
                                         for f in flags or []]}
 
 
+def self_check_doubted(p_yes: float | None, threshold: float | None) -> bool:
+    """The model's own check doubts a text: its P(yes) is known and under
+    ``threshold`` (the gate's, :func:`clinical.quality.gate.self_check_threshold`,
+    as stored with the translation). ``False`` where either is unknown: the
+    check did not run, or the confidence gated the text."""
+    return p_yes is not None and threshold is not None and p_yes < threshold
+
+
 def self_check_payload(*, p_yes: float | None, version: str, threshold: float | None = None) -> dict | None:
     """``{"p_yes", "version", "threshold", "passed"}`` (P(yes) in [0, 1]
     rounded to 3 decimals; the self-check question's version; the gate's
@@ -105,7 +113,7 @@ def self_check_payload(*, p_yes: float | None, version: str, threshold: float | 
     if p_yes is None:
         return None
     return {"p_yes": round(p_yes, 3), "version": version, "threshold": threshold,
-            "passed": None if threshold is None else p_yes >= threshold}
+            "passed": None if threshold is None else not self_check_doubted(p_yes, threshold)}
 
 
 def translation_quality_payload(translation) -> dict:

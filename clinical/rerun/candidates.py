@@ -568,11 +568,11 @@ def candidate_select(candidates: list[Candidate], *, reading_level: int,
     if self_check_threshold is None:
         return chosen
     delivered = chosen.self_check if chosen is not None else incumbent.self_check
-    if delivered is None or delivered >= self_check_threshold:
+    if not quality.self_check_doubted(delivered, self_check_threshold):
         return chosen
     order = {id(c): index for index, c in enumerate(candidates)}
     copies = [c for c in candidates if c.passed and normalise(c.text) == normalise(c.input_text)
-              and c.self_check is not None and c.self_check >= self_check_threshold]
+              and c.self_check is not None and not quality.self_check_doubted(c.self_check, self_check_threshold)]
     if not copies:
         return chosen
     return max(copies, key=lambda c: (round(c.self_check, 2), -order[id(c)]))
@@ -599,10 +599,8 @@ def candidate_as_written(*, translation: Translation, chosen: Candidate | None,
     doubted text as the fast draft to read. ``SELF_CHECK_COPY=trusted``
     keeps only the trusted copy of :func:`candidate_select`.
     """
-    if self_check_threshold is None:
-        return None
     p_yes = chosen.self_check if chosen is not None else translation.self_check
-    if p_yes is None or p_yes >= self_check_threshold:
+    if not quality.self_check_doubted(p_yes, self_check_threshold):
         return None
     return candidate_measure(translation=translation, name=AS_WRITTEN, text=translation.input_text, logprobs=[],
                              ms=0.0, prompt_version=translation.prompt_version)
@@ -654,7 +652,7 @@ def candidate_good_enough(candidate: Candidate, *, model_name: str, incumbent: I
             and (incumbent is None or incumbent.allows(candidate))):
         return False
     if self_check_threshold is not None and candidate.self_check is not None:
-        return candidate.self_check >= self_check_threshold
+        return not quality.self_check_doubted(candidate.self_check, self_check_threshold)
     return (candidate.confidence is not None
             and candidate.confidence >= gate_threshold(model_name, candidate.prompt_version))
 

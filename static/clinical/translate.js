@@ -106,8 +106,13 @@
     verifyProgress.hidden = true;
     verifyText.textContent = frame.message;
     const doubted = frame.self_check && frame.self_check.passed === false;
-    setStatus(doubted ? "Re-run text shown; the model's own check still doubts it: read it before giving it to the patient."
-      : "Verified text shown.");
+    if (frame.candidate === "as_written") {  // clinical.rerun.candidates.AS_WRITTEN
+      setStatus("The diagnosis as written is shown: the model's own check doubted the plain-words version; "
+        + "explain it to the patient yourself.");
+    } else {
+      setStatus(doubted ? "Re-run text shown; the model's own check still doubts it: read it before giving it to the patient."
+        : "Verified text shown.");
+    }
   }
 
   function handle(frame) {

@@ -57,6 +57,11 @@ def log_in(page, server, username: str) -> None:
     expect(page.get_by_role("heading", name="Explain a diagnosis to a patient")).to_be_visible()
 
 
+def translate(page, text: str) -> None:
+    page.get_by_label("Diagnosis text").fill(text)
+    page.get_by_role("button", name="Translate").click()
+
+
 def count_output_updates(page) -> None:
     page.evaluate("""() => {
         window.__outputUpdates = 0;
@@ -103,8 +108,7 @@ def test_verified_text_replaces_the_fast_one_and_is_there_on_return(
     page = browser_page
     log_in(page, server, clinician.username)
     sentence = laymaker_sentences()[8]
-    page.get_by_label("Diagnosis text").fill(sentence)
-    page.get_by_role("button", name="Translate").click()
+    translate(page, sentence)
 
     verification = page.locator("#verification")
     expect(verification).to_be_visible(timeout=30_000)
@@ -125,6 +129,44 @@ def test_verified_text_replaces_the_fast_one_and_is_there_on_return(
     expect(page.locator("#output")).to_have_text(verified_text)
     expect(page.locator("#verification")).to_contain_text("Verified in full precision")
     expect(page.locator("#fast-text")).to_have_text(fast)
+
+
+def test_where_the_model_doubts_every_text_the_page_gives_the_diagnosis_as_written_and_keeps_the_draft(
+        daphne_server, celery_worker_process, clinician, browser_page):
+    """The model's own check doubts the fast text and every text the re-run
+    writes (P(yes) 0.3 under the site's 0.6): the page swaps in the
+    diagnosis as written with the reason, the doubted text stays readable
+    as the fast draft, and the handout has only the diagnosis."""
+    doubting = {"FAKE_ENGINE_SELF_CHECK": "0.3", "SELF_CHECK_THRESHOLD": "0.6"}
+    server = daphne_server(INFERENCE_ENGINE="fake", **doubting)
+    celery_worker_process(RERUN_ENGINE="fake", RERUN_CANDIDATES="full_precision,sampled", **doubting)
+    page = browser_page
+    log_in(page, server, clinician.username)
+    sentence = laymaker_sentences()[8]
+    translate(page, sentence)
+
+    verification = page.locator("#verification")
+    expect(verification).to_have_attribute("data-state", "verified", timeout=120_000)
+    expect(page.locator("#output")).to_have_text(sentence)
+    expect(verification).to_contain_text("The diagnosis text as written: the model's own check doubted the "
+                                          "plain-words version; explain it to the patient yourself")
+    expect(verification).not_to_contain_text("still doubts")
+    expect(page.locator("#status")).to_have_text(re.compile(r"^The diagnosis as written is shown: the model's own "
+                                                            r"check doubted the plain-words version"))
+    page.get_by_text("Compare with the fast draft").click()
+    expect(page.locator("#fast-text")).to_have_text("Plain words: " + sentence)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "translate-as-written.png"), full_page=True)
+
+    row = only_translation()
+    rerun = row.verified_rerun
+    assert (rerun.candidate, rerun.output_text) == ("as_written", sentence)
+    assert [r["name"] for r in rerun.candidates if "skipped" not in r] == ["full_precision", "sampled", "as_written"]
+    page.goto(f"{server.base_url}/translations/{row.request_id}/handout/")
+    expect(page.locator("#handout-text")).to_have_text(sentence)
+    expect(page.locator("#handout")).not_to_contain_text("Plain words: ")  # what is printed
+    page.get_by_text("The plain-words draft the model doubted").click()  # for the clinician to judge
+    expect(page.locator("#doubted-draft-text")).to_have_text("Plain words: " + sentence)
 
 
 def test_cancel_button_stops_the_stream(daphne_server, clinician, browser_page):

@@ -174,3 +174,10 @@ def test_the_self_check_copy_rule_reads_the_old_on_and_off_values():
                                      text=True, timeout=120, check=True).stdout.strip()
     assert seen == {"": "always", "1": "trusted", "on": "trusted", "0": "off", "OFF": "off", "trusted": "trusted",
                     "always": "always"}
+
+
+def test_a_text_is_doubted_only_where_its_check_and_a_threshold_are_both_known():
+    from clinical.quality.measure import self_check_doubted
+
+    assert self_check_doubted(0.5, 0.57) and not self_check_doubted(0.57, 0.57)  # at the threshold: trusted
+    assert not self_check_doubted(None, 0.57) and not self_check_doubted(0.1, None)

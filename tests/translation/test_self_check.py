@@ -33,6 +33,15 @@ async def create(user, text: str = KNEE) -> Translation:
     return await database_sync_to_async(services.translation_create)(user=user, text=text)
 
 
+def doubted_fast_text(user, *, confidence: float = 0.97) -> Translation:
+    """A finished translation of KNEE whose fast text FAST the model's own
+    check doubted (P(yes) 0.3), as the web process leaves it for the re-run."""
+    row = services.translation_create(user=user, text=KNEE)
+    return services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=FAST,
+                                       figures=services.TranslationFigures(tokens_out=9, confidence=confidence,
+                                                                           self_check=0.3))
+
+
 async def test_a_text_the_model_doubts_is_rerun_for_its_self_check_though_it_was_written_confidently(
         clinician, settings):
     settings.SELF_CHECK_THRESHOLD = 0.6
@@ -130,10 +139,7 @@ def test_the_rerun_keeps_the_candidate_the_model_checks_best_and_records_every_s
     settings.RERUN_REPLACE_MARGIN = 0.0
     worker = FakeEngine(answer=BETTER, logprob=-1.0, checks={BETTER: 0.8})
     monkeypatch.setattr(execute, "rerun_engine_get", lambda: worker)
-    row = services.translation_create(user=clinician, text=KNEE)
-    row = services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=FAST,
-                                      figures=services.TranslationFigures(tokens_out=9, confidence=0.97,
-                                                                          self_check=0.3))
+    row = doubted_fast_text(clinician)
     assert row.rerun_reason == "low_self_check"
     done = execute.rerun_execute(translation_id=row.pk)
     assert done.output_text == BETTER and done.self_check == pytest.approx(0.8)
@@ -157,9 +163,7 @@ def test_the_rerun_keeps_the_fast_text_when_no_candidate_checks_better_and_it_is
     settings.RERUN_REPLACE_MARGIN = 0.0
     worker = FakeEngine(answer=BETTER, logprob=-0.01, checks={BETTER: 0.2})
     monkeypatch.setattr(execute, "rerun_engine_get", lambda: worker)
-    row = services.translation_create(user=clinician, text=KNEE)
-    services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=FAST,
-                                figures=services.TranslationFigures(tokens_out=9, confidence=0.5, self_check=0.3))
+    row = doubted_fast_text(clinician, confidence=0.5)
     done = execute.rerun_execute(translation_id=row.pk)
     assert done.candidate == candidates.FAST_TEXT and done.output_text == FAST
     assert done.self_check == pytest.approx(0.3)
@@ -192,9 +196,7 @@ def test_the_rerun_holds_its_candidates_to_the_threshold_the_fast_text_was_gated
     settings.RERUN_CANDIDATES = ("full_precision", "sampled")
     worker = FakeEngine(answer=BETTER, logprob=-1.0, checks={BETTER: 0.8})
     monkeypatch.setattr(execute, "rerun_engine_get", lambda: worker)
-    row = services.translation_create(user=clinician, text=KNEE)
-    services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=FAST,
-                                figures=services.TranslationFigures(tokens_out=9, confidence=0.97, self_check=0.3))
+    row = doubted_fast_text(clinician)
     settings.SELF_CHECK_THRESHOLD = 0.9  # 0.8 would not stop the search at this one
     done = execute.rerun_execute(translation_id=row.pk)
     assert [r["name"] for r in done.candidates] == ["full_precision"]  # 0.8 >= 0.6: good enough, stopped
@@ -223,9 +225,7 @@ def test_where_the_model_doubts_every_rewrite_the_rerun_delivers_the_diagnosis_a
     settings.RERUN_CANDIDATES = ("full_precision", "span_replacement")
     worker = FakeEngine(answer=BETTER, logprob=-0.01, checks={BETTER: 0.2, KNEE: 0.9})
     monkeypatch.setattr(execute, "rerun_engine_get", lambda: worker)
-    row = services.translation_create(user=clinician, text=KNEE)
-    services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=FAST,
-                                figures=services.TranslationFigures(tokens_out=9, confidence=0.97, self_check=0.3))
+    row = doubted_fast_text(clinician)
     done = execute.rerun_execute(translation_id=row.pk)
     assert done.output_text == KNEE and done.candidate == "span_replacement" and done.self_check == pytest.approx(0.9)
     assert [(r["name"], r["self_check"]) for r in done.candidates] == [("full_precision", 0.2),
@@ -236,9 +236,7 @@ def test_where_the_model_doubts_every_rewrite_the_rerun_delivers_the_diagnosis_a
     assert frame["text"] == KNEE and frame["self_check"]["passed"] is True and "still doubts" not in frame["message"]
 
     settings.SELF_CHECK_COPY = "off"  # a site that wants the rewrite, marked as doubted
-    row = services.translation_create(user=clinician, text=KNEE)
-    services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=FAST,
-                                figures=services.TranslationFigures(tokens_out=9, confidence=0.97, self_check=0.3))
+    row = doubted_fast_text(clinician)
     done = execute.rerun_execute(translation_id=row.pk)
     assert done.output_text == BETTER and done.self_check == pytest.approx(0.2)
     assert "still doubts this text (0.20, under 0.60)" in verification_frame(Translation.objects.get(pk=row.pk))["message"]
@@ -254,9 +252,7 @@ def test_where_the_model_still_doubts_the_text_the_rerun_would_keep_it_delivers_
     settings.RERUN_CANDIDATES = ("full_precision",)
     worker = FakeEngine(answer=BETTER, logprob=-0.01, checks={BETTER: 0.2})
     monkeypatch.setattr(execute, "rerun_engine_get", lambda: worker)
-    row = services.translation_create(user=clinician, text=KNEE)
-    services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=FAST,
-                                figures=services.TranslationFigures(tokens_out=9, confidence=0.97, self_check=0.3))
+    row = doubted_fast_text(clinician)
     done = execute.rerun_execute(translation_id=row.pk)
     assert (done.output_text, done.candidate, done.self_check) == (KNEE, candidates.AS_WRITTEN, None)
     assert [(r["name"], r["self_check"]) for r in done.candidates] == [("full_precision", 0.2), ("as_written", None)]
@@ -268,11 +264,14 @@ def test_where_the_model_still_doubts_the_text_the_rerun_would_keep_it_delivers_
     assert frame["text"] == KNEE and frame["candidate"] == "as_written"
     assert frame["safety"]["passed"] is True and frame["faithfulness"]["passed"] is True
     assert "still doubts" not in frame["message"] and "explain it to the patient yourself" in frame["message"]
+    assert frame["message"].startswith("Re-run in full precision")  # not "Verified": no model wrote or checked it
     client.force_login(clinician)
     page = client.get(f"/translations/{row.request_id}/").content.decode()
     assert KNEE in page and FAST in page  # the doubted text stays readable as the fast draft
     handout = client.get(f"/translations/{row.request_id}/handout/").content.decode()
-    assert KNEE in handout and FAST not in handout  # the patient's copy has only the diagnosis as written
+    printed = handout[handout.index('<article id="handout"'):handout.index("</article>")]
+    assert KNEE in printed and FAST not in printed  # the patient's copy has only the diagnosis as written
+    assert f'<p id="doubted-draft-text" lang="en">{FAST}</p>' in handout  # the clinician may still judge it
     api = TranslationSerializer(selectors.translation_api_view(translation=translation)).data
     assert api["verified_text"] == KNEE
 
@@ -286,9 +285,7 @@ def test_a_text_whose_check_did_not_run_is_not_replaced_by_the_diagnosis_as_writ
     worker = FakeEngine(answer=BETTER, logprob=-0.01)
     monkeypatch.setattr(execute, "rerun_engine_get", lambda: worker)
     monkeypatch.setattr(execute, "_self_check_bounded", _check_timed_out)
-    row = services.translation_create(user=clinician, text=KNEE)
-    services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=FAST,
-                                figures=services.TranslationFigures(tokens_out=9, confidence=0.97, self_check=0.3))
+    row = doubted_fast_text(clinician)
     done = execute.rerun_execute(translation_id=row.pk)
     assert done.output_text == BETTER and done.candidate == "full_precision" and done.self_check is None
 
