@@ -118,9 +118,20 @@ async def test_one_clinician_cannot_hold_the_engine_with_many_sockets(daphne_ser
 
 
 async def test_a_hundred_and_fifty_sockets_of_one_user_are_not_accepted(daphne_server, clinician):
+    """All 150 stay open at once; they are opened 25 at a time. A burst of
+    150 simultaneous handshakes to a fresh server on this 2-core host got
+    one connection closed without an HTTP response in 2 of 3 whole-suite
+    runs (2026-11-28; never alone, 0 of 9): that burst is not what the cap
+    is about."""
     server = daphne_server(INFERENCE_ENGINE="fake")
     session = await in_thread(server.login, clinician.username)
-    sockets = await asyncio.gather(*(open_socket(server, session) for _ in range(150)))
+    opening = asyncio.Semaphore(25)
+
+    async def opened():
+        async with opening:
+            return await open_socket(server, session)
+
+    sockets = await asyncio.gather(*(opened() for _ in range(150)))
     codes = await asyncio.gather(*(probe(socket) for socket in sockets))
     assert codes.count("not_found") == 6 and codes.count("too_many_sockets") == 144
     for socket in sockets:
