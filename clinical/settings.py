@@ -18,10 +18,14 @@ VAR_DIR = Path(os.environ.get("CLINICAL_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 
+#: The values (lower case) an on/off setting reads as on (:func:`env_bool`).
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+
+
 def env_bool(name: str, default: bool) -> bool:
-    """``"1"/"true"/"yes"/"on"`` (any case) is True."""
+    """:data:`TRUE_WORDS` (any case) is True."""
     value = os.environ.get(name)
-    return default if value is None else value.strip().lower() in {"1", "true", "yes", "on"}
+    return default if value is None else value.strip().lower() in TRUE_WORDS
 
 
 def env_list(name: str, default: str) -> list[str]:
@@ -291,8 +295,8 @@ if SELF_CHECK_THRESHOLD is not None and not 0 <= SELF_CHECK_THRESHOLD <= 1:
 #   trusted (also 1/true/yes/on): a candidate that is the diagnosis as written and that the
 #     model trusts, where there is one (candidate_select; wrong 15 -> 12, SARI 37.4 -> 36.6);
 #   off (also 0/false/no): the doubted text, marked. docs/quality/rerun-select-self-check.md.
-_SELF_CHECK_COPY_ALIASES = {"1": "trusted", "true": "trusted", "yes": "trusted", "on": "trusted",
-                            "0": "off", "false": "off", "no": "off"}
+# The on/off values it had before 2026-11-28 still read as they did.
+_SELF_CHECK_COPY_ALIASES = {**dict.fromkeys(TRUE_WORDS, "trusted"), **dict.fromkeys(("0", "false", "no"), "off")}
 SELF_CHECK_COPY = os.environ.get("SELF_CHECK_COPY", "always").strip().lower() or "always"
 SELF_CHECK_COPY = _SELF_CHECK_COPY_ALIASES.get(SELF_CHECK_COPY, SELF_CHECK_COPY)
 if SELF_CHECK_COPY not in ("always", "trusted", "off"):
