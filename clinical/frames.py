@@ -51,8 +51,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clinical.models import RERUN_AS_WRITTEN, RERUN_KEPT_FAST_TEXT, RERUN_PRECISION, Rerun, Translation
+from clinical.models import (
+    RERUN_AS_WRITTEN,
+    RERUN_KEPT_FAST_TEXT,
+    RERUN_PRECISION,
+    RERUN_SENTENCES,
+    Rerun,
+    Translation,
+)
 from clinical.quality import measure as quality
+from clinical.quality.display import sentences_named
 from inference.examples import normalise
 
 
@@ -189,6 +197,44 @@ AS_WRITTEN_MESSAGE = ("The diagnosis text as written: the model's own check doub
                       "explain it to the patient yourself")
 
 
+def sentences_as_written(rerun: Rerun) -> list[int]:
+    """The sentences (from 1) of a note re-run sentence by sentence
+    (``Rerun.candidate`` :data:`clinical.models.RERUN_SENTENCES`) that are
+    given as written; empty for any other re-run."""
+    if rerun.candidate != RERUN_SENTENCES:
+        return []
+    return [r["sentence"] for r in rerun.candidates or [] if r.get("kept") == RERUN_AS_WRITTEN]
+
+
+def _sentences_change_note(translation: Translation, rerun: Rerun) -> str:
+    """:func:`rerun_change_note` for a note re-run sentence by sentence, e.g.
+    "The model's own check doubted sentences 2 and 4 of 5: sentence 2 was
+    rewritten (Written again ...); sentence 4 is given as written, explain
+    it to the patient yourself. The other sentences are as first written."."""
+    kept = [r for r in rerun.candidates or [] if "kept" in r]
+    total = len(translation.sentence_checks or [])
+    what = []
+    for name, numbers in _by_kept(kept).items():
+        if name == RERUN_AS_WRITTEN:
+            what.append(f"{sentences_named(numbers)} {'is' if len(numbers) == 1 else 'are'} given as written, explain "
+                        f"{'it' if len(numbers) == 1 else 'them'} to the patient yourself")
+        elif name == RERUN_KEPT_FAST_TEXT:
+            what.append(f"{sentences_named(numbers)} stayed as first written: no re-written text was clearly better")
+        else:
+            what.append(f"{sentences_named(numbers)} {'was' if len(numbers) == 1 else 'were'} rewritten "
+                        f"({CANDIDATE_MESSAGES.get(name, name)})")
+    doubted = [r["sentence"] for r in kept]
+    others = "" if len(doubted) == total else " The other sentences are as first written."
+    return (f"The model's own check doubted {sentences_named(doubted)} of {total}: " + "; ".join(what) + "." + others)
+
+
+def _by_kept(kept: list[dict]) -> dict[str, list[int]]:
+    grouped: dict[str, list[int]] = {}
+    for record in kept:
+        grouped.setdefault(record["kept"], []).append(record["sentence"])
+    return grouped
+
+
 def _quoted(items: list[str], limit: int = 3) -> str:
     shown = [f"'{item}'" for item in dict.fromkeys(items)][:limit]
     more = len(dict.fromkeys(items)) - len(shown)
@@ -206,6 +252,8 @@ def rerun_change_note(*, translation: Translation, rerun: Rerun) -> str:
     candidate (recorded before candidates existed)."""
     if not rerun.candidate:
         return ""
+    if rerun.candidate == RERUN_SENTENCES:
+        return _sentences_change_note(translation, rerun)
     if rerun.candidate == RERUN_KEPT_FAST_TEXT:
         if translation.self_check is not None:
             shown = f" (the model's own check gave it {translation.self_check:.2f})"
@@ -304,6 +352,8 @@ def verification_frame(translation: Translation) -> dict | None:
         rerun = Rerun.objects.get(translation=translation, precision=RERUN_PRECISION)
         confidence = "not measured" if rerun.confidence is None else f"{rerun.confidence:.2f}"
         still_doubted = _still_doubted(translation, rerun)
+        unchecked_or_doubted = (still_doubted or rerun.candidate == RERUN_AS_WRITTEN
+                                or sentences_as_written(rerun))
         return {"type": "verified", "id": request_id, "text": rerun.output_text,
                 "confidence": rerun.confidence, "precision": rerun.precision,
                 "engine_precision": rerun.precision_label,
@@ -311,11 +361,12 @@ def verification_frame(translation: Translation) -> dict | None:
                 "queue_wait_ms": rerun.queue_wait_ms, "rerun_ms": rerun.duration_ms,
                 "tokens_out": rerun.tokens_out, "reason": translation.rerun_reason,
                 "candidate": rerun.candidate, "candidates": list(rerun.candidates or []),
+                "sentences_as_written": sentences_as_written(rerun),
                 "change": rerun.change_note,
                 **quality.rerun_quality_payload(rerun),
                 # "Verified" only where the model's own check does not still doubt the text, and not
                 # for the diagnosis as written, which no model wrote or checked.
-                "message": f"{'Re-run' if still_doubted or rerun.candidate == RERUN_AS_WRITTEN else 'Verified'}"
+                "message": f"{'Re-run' if unchecked_or_doubted else 'Verified'}"
                            " in full precision "
                            f"({rerun.precision_label}), confidence "
                            f"{confidence}"

@@ -129,6 +129,12 @@ class Translation(models.Model):
                   "(inference.self_check), in [0, 1]; empty when it did not run.")
     self_check_version = models.CharField(max_length=32, blank=True,
                                           help_text="Version of the self-check question that gave self_check.")
+    sentence_checks = models.JSONField(
+        null=True, blank=True,
+        help_text='A note of several sentences, checked sentence by sentence (self_check is the lowest '
+                  'P(yes)): [{"input", "answer", "cut", "p_yes"}] in order, "answer" the model\'s text for '
+                  'the sentence without its copied heading, "cut" whether it stopped at the token limit, '
+                  '"p_yes" null where the check did not run. Empty for one sentence.')
     self_check_threshold = models.FloatField(
         null=True, blank=True,
         help_text="The P(yes) below which the gate re-ran the output and the re-run kept looking "
@@ -486,6 +492,10 @@ RERUN_KEPT_FAST_TEXT = "fast_text"
 #: re-run would deliver and the diagnosis as written was kept instead
 #: (clinical.rerun.candidates.candidate_as_written).
 RERUN_AS_WRITTEN = "as_written"
+#: ``Rerun.candidate`` when a note of several sentences was re-run sentence
+#: by sentence: only the sentences the model's own check doubted, each as a
+#: one-sentence re-run (clinical.rerun.sentences).
+RERUN_SENTENCES = "sentences"
 
 
 class Rerun(models.Model):
@@ -543,7 +553,8 @@ class Rerun(models.Model):
         max_length=32, blank=True,
         help_text="The candidate whose text is output_text: full_precision, retrieved_examples, "
                   "span_replacement or sampled; fast_text (the fast text stands) or as_written (the "
-                  "diagnosis as written, where the model's own check doubted the text) "
+                  "diagnosis as written, where the model's own check doubted the text); sentences (a "
+                  "note re-run sentence by sentence, each record naming its sentence) "
                   "(clinical.rerun.candidates).")
     candidates = models.JSONField(
         default=list, blank=True,

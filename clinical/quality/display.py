@@ -122,8 +122,23 @@ def self_check_display(*, self_check: dict | None) -> dict | None:
     if passed is None:  # no threshold applied
         return {"state": "measured", "summary": SELF_CHECK_MEASURED.format(p=_percent(p))}
     template = SELF_CHECK_PASSED if passed else SELF_CHECK_DOUBTED
-    return {"state": "passed" if passed else "doubted",
-            "summary": template.format(p=_percent(p), t=_percent(self_check["threshold"]))}
+    summary = template.format(p=_percent(p), t=_percent(self_check["threshold"]))
+    sentences = self_check.get("sentences")
+    if sentences:
+        doubted = [n for n, q in enumerate(sentences, start=1)
+                   if q is not None and q < self_check["threshold"]]
+        summary += (f" Checked sentence by sentence, the lowest shown: {sentences_named(doubted)} of {len(sentences)} "
+                    f"{'is' if len(doubted) == 1 else 'are'} doubted." if doubted else
+                    f" Checked sentence by sentence: none of the {len(sentences)} is doubted.")
+    return {"state": "passed" if passed else "doubted", "summary": summary}
+
+
+def sentences_named(numbers: list[int]) -> str:
+    """Sentence numbers (from 1) in words: ``[2]`` -> "sentence 2";
+    ``[2, 4, 5]`` -> "sentences 2, 4 and 5"."""
+    shown = [str(n) for n in numbers]
+    return (("sentence " if len(shown) == 1 else "sentences ")
+            + ", ".join(shown[:-1]) + (" and " if len(shown) > 1 else "") + shown[-1])
 
 
 def language_review_notes() -> dict[str, str]:

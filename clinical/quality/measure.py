@@ -99,12 +99,16 @@ def self_check_doubted(p_yes: float | None, threshold: float | None) -> bool:
     return p_yes is not None and threshold is not None and p_yes < threshold
 
 
-def self_check_payload(*, p_yes: float | None, version: str, threshold: float | None = None) -> dict | None:
+def self_check_payload(*, p_yes: float | None, version: str, threshold: float | None = None,
+                       sentences: list[dict] | None = None) -> dict | None:
     """``{"p_yes", "version", "threshold", "passed"}`` (P(yes) in [0, 1]
     rounded to 3 decimals; the self-check question's version; the gate's
     threshold the text was held to, :attr:`clinical.models.Translation.self_check_threshold`,
     or ``None`` where the gate read the confidence; ``passed``: P(yes) at or
     above it, ``None`` without one), ``None`` when the check did not run.
+    A note checked sentence by sentence (``sentences``:
+    :attr:`clinical.models.Translation.sentence_checks`) adds
+    ``"sentences": [P(yes) or None]`` in order; ``p_yes`` is their lowest.
 
     ``passed`` false on a delivered text means the model doubts even the
     text it kept: on laymaker-dev (cross-fitted, the default model) 28 of
@@ -112,8 +116,11 @@ def self_check_payload(*, p_yes: float | None, version: str, threshold: float | 
     hand-judged wrong ones (docs/quality/rerun-fix-self-check-incumbent.md)."""
     if p_yes is None:
         return None
-    return {"p_yes": round(p_yes, 3), "version": version, "threshold": threshold,
-            "passed": None if threshold is None else not self_check_doubted(p_yes, threshold)}
+    payload = {"p_yes": round(p_yes, 3), "version": version, "threshold": threshold,
+               "passed": None if threshold is None else not self_check_doubted(p_yes, threshold)}
+    if sentences and len(sentences) > 1:
+        payload["sentences"] = [None if c.get("p_yes") is None else round(c["p_yes"], 3) for c in sentences]
+    return payload
 
 
 def translation_quality_payload(translation) -> dict:
@@ -130,7 +137,8 @@ def translation_quality_payload(translation) -> dict:
         "faithfulness": faithfulness_payload(passed=translation.faithfulness_passed,
                                              flags=translation.faithfulness_flags),
         "self_check": self_check_payload(p_yes=translation.self_check, version=translation.self_check_version,
-                                         threshold=translation.self_check_threshold),
+                                         threshold=translation.self_check_threshold,
+                                         sentences=translation.sentence_checks),
         "rerun_reason": translation.rerun_reason,
         "glossary": list(translation.glossary or []),
     }

@@ -26,6 +26,7 @@ from clinical.audit import audit_verification
 from clinical.frames import rerun_change_note
 from clinical.models import (
     RERUN_PRECISION,
+    RERUN_SENTENCES,
     Rerun,
     Translation,
     TranslationPart,
@@ -35,6 +36,7 @@ from clinical.models import (
 from clinical.quality import gate
 from clinical.quality import measure as quality
 from clinical.rerun import candidates as rerun_candidates
+from clinical.rerun import sentences as rerun_sentences
 from clinical.rerun.engine import rerun_engine_get, run_in_engine_loop
 from clinical.rerun.notify import rerun_notify
 from clinical.runtime.log import request_id_var
@@ -274,6 +276,11 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
     # The threshold the fast text was gated by, so "doubted" means the same for it and the kept text.
     check_threshold = (translation.self_check_threshold if translation.self_check_threshold is not None
                        else gate.self_check_threshold(translation.model_name, translation.prompt_version))
+    rerun_indexes = rerun_sentences.sentences_to_rerun(translation, check_threshold) if messages is None else []
+    if rerun_indexes:
+        return rerun_sentences_run(translation=translation, engine=engine, request_prefix=request_prefix,
+                                   names=names, time_limit_s=time_limit_s, indexes=rerun_indexes,
+                                   threshold=check_threshold)
     budget_s = settings.RERUN_SOFT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
     deadline = time.monotonic() + budget_s
     measured: list[rerun_candidates.Candidate] = []
@@ -340,6 +347,76 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
     return chosen, records
 
 
+def rerun_sentences_run(*, translation: Translation, engine, request_prefix: str, names: tuple[str, ...],
+                        time_limit_s: float | None, indexes: list[int],
+                        threshold: float | None) -> tuple[rerun_candidates.Candidate, list[dict]]:
+    """Re-run a note sentence by sentence (:mod:`clinical.rerun.sentences`):
+    each sentence of ``indexes`` (from 0; those the one-sentence gate would
+    re-run, :func:`clinical.rerun.sentences.sentences_to_rerun`) goes
+    through :func:`rerun_candidates_run` as a one-sentence translation, in
+    order, sharing one time budget; the others keep their streamed text. A
+    sentence still doubted is given as written (``SELF_CHECK_COPY=always``),
+    so one doubted sentence no longer turns a whole note into the diagnosis
+    as written.
+
+    Returns:
+        ``(candidate, records)``: the candidate is named
+        :data:`clinical.models.RERUN_SENTENCES`, its text the joined note,
+        its P(yes) the lowest of its sentences' that were checked (the
+        kept ones' and the re-run ones'), ``None`` when none was; ``records``
+        are each re-run sentence's candidate records with ``"sentence"`` (from
+        1), then ``{"sentence", "kept", "self_check"}`` naming the one it kept.
+
+    Raises:
+        TimeoutError, inference.EngineError: as :func:`rerun_candidates_run`,
+        for the first sentence re-run. A later one whose search fails, or
+        that the budget no longer reaches, is given as written where it is
+        doubted (``SELF_CHECK_COPY=always``), else keeps its streamed text.
+    """
+    budget_s = settings.RERUN_SOFT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
+    deadline = time.monotonic() + budget_s
+    checks = translation.sentence_checks
+    answers = [check["answer"] for check in checks]
+    cuts = [bool(check.get("cut")) for check in checks]
+    p_yes = [check.get("p_yes") for check in checks]
+    logprobs: list[float] = []
+    records: list[dict] = []
+    started = time.perf_counter()
+    for n, index in enumerate(indexes):
+        sentence = rerun_sentences.sentence_translation(translation, index, threshold)
+        try:
+            if deadline - time.monotonic() <= 0:
+                raise TimeoutError("re-run time budget spent")
+            chosen, tried = rerun_candidates_run(translation=sentence, engine=engine,
+                                                 request_prefix=f"{request_prefix}-s{index + 1}", names=names,
+                                                 time_limit_s=deadline - time.monotonic())
+        except (TimeoutError, EngineError) as exc:
+            if n == 0:
+                raise
+            logger.warning("re-run of a note's sentence ended the search: %s", type(exc).__name__)
+            records.append({"sentence": index + 1, "outcome": "timeout" if isinstance(exc, TimeoutError)
+                            else "engine_error"})
+            chosen, tried = None, []
+            if settings.SELF_CHECK_COPY == "always":
+                chosen = rerun_candidates.candidate_as_written(translation=sentence, chosen=None,
+                                                               self_check_threshold=threshold)
+            if chosen is None:  # not doubted (a failed check sent it): its streamed text stays
+                continue
+        records += [{**record, "sentence": index + 1} for record in tried]
+        records.append({"sentence": index + 1, "kept": chosen.name, "self_check": chosen.self_check})
+        if chosen.name != rerun_candidates.FAST_TEXT:
+            answers[index] = rerun_sentences.sentence_answer(sentence, chosen.text)
+            cuts[index] = False
+            p_yes[index] = chosen.self_check
+            logprobs += chosen.logprobs
+    checked = [p for p in p_yes if p is not None]
+    text = rerun_sentences.sentences_join(translation, answers, cuts)
+    return rerun_candidates.candidate_measure(
+        translation=translation, name=RERUN_SENTENCES, text=text, logprobs=logprobs,
+        ms=(time.perf_counter() - started) * 1000, prompt_version=translation.prompt_version,
+        self_check=min(checked) if checked else None), records
+
+
 def rerun_execute(*, translation_id: int) -> Rerun | None:
     """The task body: run the re-run's candidates on the worker's engine
     (:func:`rerun_candidates_run`) and record the one kept.
@@ -373,6 +450,14 @@ def rerun_execute(*, translation_id: int) -> Rerun | None:
                           candidate=chosen.name, candidates=records, engine_precision=engine.info.precision,
                           self_check=chosen.self_check)
     logger.info("re-run completed precision=%s candidate=%s tried=%d tokens=%d duration_ms=%.0f attempt=%d",
-                RERUN_PRECISION, chosen.name, sum(1 for r in records if "skipped" not in r),
+                RERUN_PRECISION, chosen.name, _tried(records),
                 len(chosen.logprobs), duration_ms, done.attempts)
     return done
+
+
+def _tried(records: list[dict]) -> int:
+    """How many candidates the model generated: records of a candidate
+    neither skipped nor the diagnosis as written (which no model wrote),
+    nor a note's per-sentence summaries."""
+    return sum(1 for r in records if r.get("name") and "skipped" not in r
+               and r["name"] != rerun_candidates.AS_WRITTEN)

@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from clinical.models import TextJoiner, Translation, translation_parts
+from clinical.models import TextJoiner, Translation, TranslationPart, translation_parts, translation_parts_join
 from clinical.runtime import replica
 from clinical.runtime.log import request_id_var
-from clinical.translation.self_check import translation_self_check
+from clinical.translation.self_check import translation_self_check, translation_sentences_self_check
 from clinical.translation.services import TranslationFigures, translation_finish
 from inference.base import Delta, Engine, GenerationParams
 from inference.confidence import sequence_confidence
+from inference.examples import note_sentences
 
 logger = logging.getLogger(__name__)
 
@@ -121,20 +122,25 @@ async def translation_generate(
             # Rendering fits the example clusters on a process's first use
             # (about 1 s): not on the event loop.
             parts = await asyncio.to_thread(translation_parts, translation)
+            answers: list[str] = []  # each part's text, for the sentence checks
+            cuts: list[bool] = []
             cut = False  # the previous part's answer stopped at the token limit
             for index, part in enumerate(parts):
                 # The first request keeps the translation's id (logs, abort).
                 current = request_id if index == 0 else f"{request_id}-{index + 1}"
                 joiner.begin(part.separator, part.prefix, after_cut=cut)
                 cut = False
+                answers.append("")
                 async for delta in engine.generate(current, part.messages, params):
                     meter.observe(delta)
+                    answers[-1] += delta.text or ""
                     if delta.finish_reason:
                         cut = delta.finish_reason == "length"
                     shown = joiner.feed(delta.text) if delta.text else ""
                     if shown and on_token is not None:
                         await on_token(shown)
                 shown = joiner.end()  # a first word held back (TextJoiner) ends with its answer
+                cuts.append(cut)
                 if shown and on_token is not None:
                     await on_token(shown)
         except asyncio.CancelledError:
@@ -153,8 +159,12 @@ async def translation_generate(
                 error_class=type(exc).__name__)
         figures = meter.figures()  # the stream's times, before the check below
         try:
-            figures.self_check = await translation_self_check(translation=translation, engine=engine,
-                                                              text=joiner.text)
+            if len(parts) > 1:
+                figures.self_check, figures.sentence_checks = await _sentences_check(
+                    translation, engine, parts, answers, cuts)
+            else:
+                figures.self_check = await translation_self_check(translation=translation, engine=engine,
+                                                                  text=joiner.text)
         except asyncio.CancelledError:  # the text is whole: it completes, gated by its confidence
             await asyncio.shield(_finish_async(
                 translation_id=translation.pk, status=Translation.Status.COMPLETED,
@@ -166,3 +176,23 @@ async def translation_generate(
         logger.info("translation completed parts=%d tokens=%s ttft_ms=%s total_ms=%s",
                     len(parts), done.tokens_out, done.ttft_ms, done.total_ms)
         return done
+
+
+async def _sentences_check(translation: Translation, engine: Engine, parts: list[TranslationPart],
+                           answers: list[str], cuts: list[bool]) -> tuple[float | None, list[dict]]:
+    """A note's sentence checks (:func:`clinical.translation.self_check.translation_sentences_self_check`):
+    ``(lowest P(yes) or None where none ran, Translation.sentence_checks)``.
+    Each sentence is its unit of the note (:func:`inference.examples.note_sentences`,
+    the units :func:`clinical.models.translation_parts` renders) and its text
+    the part's answer after its copied heading."""
+    units = note_sentences(translation.input_text)
+    if len(units) != len(parts):  # not rendered from these units: the whole note is checked
+        text = translation_parts_join(parts, [a.strip() for a in answers], cut=cuts)
+        return await translation_self_check(translation=translation, engine=engine, text=text), None
+    pairs = [(unit.text, (part.prefix.lstrip() + answer.strip()) if answer.strip() else "")
+             for unit, part, answer in zip(units, parts, answers, strict=True)]
+    p_yes = await translation_sentences_self_check(translation=translation, engine=engine, pairs=pairs)
+    checks = [{"input": unit.text, "answer": answer.strip(), "cut": cut, "p_yes": p}
+              for unit, answer, cut, p in zip(units, answers, cuts, p_yes, strict=True)]
+    ran = [p for p in p_yes if p is not None]
+    return (min(ran) if ran else None), checks

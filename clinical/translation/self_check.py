@@ -18,10 +18,13 @@ from inference.self_check import self_check_run
 logger = logging.getLogger(__name__)
 
 
-async def translation_self_check(*, translation: Translation, engine: Engine, text: str) -> float | None:
+async def translation_self_check(*, translation: Translation, engine: Engine, text: str,
+                                 source: str | None = None, request_suffix: str = "check") -> float | None:
     """Ask ``engine`` whether ``text`` (the streamed output) says what the
-    translation's input says: one prompt and one answer token (about 0.8 s
-    on 2 CPU cores for a sentence; docs/quality/self-check.md).
+    translation's input says (``source``: one sentence of it, for
+    :func:`translation_sentences_self_check`): one prompt and one answer
+    token (about 0.8 s on 2 CPU cores for a sentence; docs/quality/self-check.md).
+    The engine request's id is ``<request id>-<request_suffix>``.
 
     Runs only where the gate reads it: a self-check threshold exists for the
     translation's model and prompt version (:func:`clinical.quality.gate.self_check_threshold`)
@@ -53,10 +56,11 @@ async def translation_self_check(*, translation: Translation, engine: Engine, te
     except EngineBusy:
         logger.info("self-check skipped, engine queue full")
         return None
-    request_id = f"{translation.request_id}-check"
+    request_id = f"{translation.request_id}-{request_suffix}"
     started = time.perf_counter()
     try:
-        p_yes = await self_check_run(engine, request_id, translation.input_text, text, background=True)
+        p_yes = await self_check_run(engine, request_id, translation.input_text if source is None else source,
+                                     text, background=True)
     except asyncio.CancelledError:
         await engine.abort(request_id)
         raise
@@ -68,3 +72,33 @@ async def translation_self_check(*, translation: Translation, engine: Engine, te
         return None
     logger.info("self-check p_yes=%.3f ms=%.0f", p_yes, (time.perf_counter() - started) * 1000)
     return p_yes
+
+
+async def translation_sentences_self_check(*, translation: Translation, engine: Engine,
+                                           pairs: list[tuple[str, str]]) -> list[float | None]:
+    """The model's own check of a note sentence by sentence: each
+    ``(input sentence, its text)`` pair in ``pairs`` is checked as
+    :func:`translation_self_check` checks a whole output (same threshold
+    rule, same CPU rule, one request ``<request id>-check-<n>`` each, ``n``
+    from 1), one after another. A pair whose text is empty is not checked.
+
+    Why not the whole note at once: the threshold was calibrated on
+    sentences, and on notes the one answer misses wrong sentences. Measured
+    on laymaker-dev's fast texts joined into notes (docs/quality/self-check-notes.md,
+    ``python -m bench self_check_notes``): of 20 notes of six sentences, 12
+    held a sentence hand-judged wrong; the whole-note check doubted 5 of
+    those 12, the sentence checks 12 of 12. A note the whole-note check
+    doubted was delivered as written whole, its good sentences too.
+
+    Returns:
+        One P(yes) or ``None`` per pair, in order (see :func:`translation_self_check`).
+
+    Raises:
+        asyncio.CancelledError: after the running engine request is aborted.
+    """
+    answers: list[float | None] = []
+    for n, (source, text) in enumerate(pairs, start=1):
+        answers.append(await translation_self_check(translation=translation, engine=engine, text=text,
+                                                    source=source, request_suffix=f"check-{n}")
+                       if text.strip() else None)
+    return answers

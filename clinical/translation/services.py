@@ -314,6 +314,9 @@ class TranslationFigures:
     finish_reason: str = ""
     #: The model's own check of the output (P(yes)), ``None`` when it did not run.
     self_check: float | None = None
+    #: A note of several sentences checked sentence by sentence
+    #: (:attr:`clinical.models.Translation.sentence_checks`); ``self_check`` is their lowest P(yes).
+    sentence_checks: list[dict] | None = None
 
 
 @transaction.atomic
@@ -361,6 +364,7 @@ def translation_finish(*, translation_id: int, status: str, output_text: str,
         _quality_store(row)
         if figures.self_check is not None:
             row.self_check, row.self_check_version = figures.self_check, SELF_CHECK_PROMPT_VERSION
+        row.sentence_checks = figures.sentence_checks
         row.self_check_threshold = gate.self_check_threshold(row.model_name, row.prompt_version)
         reasons = quality.rerun_reasons(confidence=row.confidence, safety_passed=row.safety_passed,
                                         threshold=gate.gate_threshold(row.model_name, row.prompt_version),

@@ -108,11 +108,23 @@
       state = selfCheck.passed ? "passed" : "doubted";
       summary = (selfCheck.passed ? SELF_CHECK_PASSED : SELF_CHECK_DOUBTED)
         .replace("{p}", percent(selfCheck.p_yes)).replace("{t}", percent(selfCheck.threshold));
+      if (selfCheck.sentences) summary += sentencesSummary(selfCheck.sentences, selfCheck.threshold);
     }
     $("self-check-h").textContent = "Model's own check" + (verified ? " (verified text)" : "");
     $("self-check-summary").textContent = summary;
     box.dataset.state = state;
     box.hidden = false;
+  }
+
+  // A note checked sentence by sentence (self_check.sentences: P(yes) or
+  // null each), as clinical.quality.display.self_check_display words it.
+  function sentencesSummary(sentences, threshold) {
+    const doubted = [];
+    sentences.forEach((p, i) => { if (p != null && p < threshold) doubted.push(i + 1); });
+    if (!doubted.length) return " Checked sentence by sentence: none of the " + sentences.length + " is doubted.";
+    const words = doubted.slice(0, -1).join(", ") + (doubted.length > 1 ? " and " : "") + doubted[doubted.length - 1];
+    return " Checked sentence by sentence, the lowest shown: " + (doubted.length === 1 ? "sentence " : "sentences ") +
+      words + " of " + sentences.length + (doubted.length === 1 ? " is" : " are") + " doubted.";
   }
 
   function renderGlossary(glossary) {

@@ -106,9 +106,15 @@
     verifyProgress.hidden = true;
     verifyText.textContent = frame.message;
     const doubted = frame.self_check && frame.self_check.passed === false;
+    const asWritten = frame.sentences_as_written || [];  // a note re-run sentence by sentence
     if (frame.candidate === "as_written") {  // clinical.rerun.candidates.AS_WRITTEN
       setStatus("The diagnosis as written is shown: the model's own check doubted the plain-words version; "
         + "explain it to the patient yourself.");
+    } else if (asWritten.length) {
+      setStatus("Re-run text shown; " + (asWritten.length === 1 ? "sentence " : "sentences ")
+        + asWritten.join(", ") + (asWritten.length === 1 ? " is" : " are") + " as written: the model's own check "
+        + "doubted the plain-words version; explain " + (asWritten.length === 1 ? "it" : "them")
+        + " to the patient yourself.");
     } else {
       setStatus(doubted ? "Re-run text shown; the model's own check still doubts it: read it before giving it to the patient."
         : "Verified text shown.");

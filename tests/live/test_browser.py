@@ -169,6 +169,25 @@ def test_where_the_model_doubts_every_text_the_page_gives_the_diagnosis_as_writt
     expect(page.locator("#doubted-draft-text")).to_have_text("Plain words: " + sentence)
 
 
+def test_the_live_page_names_the_doubted_sentences_of_a_note_as_the_detail_page_does(
+        daphne_server, clinician, browser_page):
+    """A note of two sentences, each checked on its own (P(yes) 0.3 under
+    the site's 0.6): the live page's panel (quality.js) names both, in the
+    words the server-rendered detail page uses (clinical.quality.display)."""
+    server = daphne_server(INFERENCE_ENGINE="fake", FAKE_ENGINE_SELF_CHECK="0.3", SELF_CHECK_THRESHOLD="0.6")
+    page = browser_page
+    log_in(page, server, clinician.username)
+    translate(page, "Mild left knee effusion. No fracture is seen.")
+    summary = page.locator("#self-check-summary")
+    expect(summary).to_contain_text("Checked sentence by sentence, the lowest shown: sentences 1 and 2 of 2 are "
+                                    "doubted.", timeout=60_000)
+    live = summary.text_content()
+    row = only_translation()
+    assert [c["p_yes"] for c in row.sentence_checks] == pytest.approx([0.3, 0.3])
+    page.goto(f"{server.base_url}/translations/{row.request_id}/")
+    expect(page.locator("#self-check-summary")).to_have_text(live)
+
+
 def test_cancel_button_stops_the_stream(daphne_server, clinician, browser_page):
     server = daphne_server(INFERENCE_ENGINE="fake", FAKE_ENGINE_TOKEN_DELAY_S="0.1")
     page = browser_page

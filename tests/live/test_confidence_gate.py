@@ -110,6 +110,46 @@ async def test_a_text_the_model_doubts_is_rechecked_candidate_by_candidate_on_th
 
 
 @pytest.mark.slow
+async def test_a_note_is_checked_and_rerun_sentence_by_sentence_on_the_vllm_worker_live(
+        daphne_server, celery_worker_process, clinician):
+    """A note of two sentences end to end: the server's llama.cpp engine
+    checks each sentence's text after the stream (a site threshold above
+    any answer), the vLLM worker re-runs each doubted sentence on its own,
+    checks its candidates, and, as the model doubts them all, gives each
+    sentence as written, joined as the stream joined them."""
+    note = "Mild left knee effusion. No fracture is seen."
+    check = {"SELF_CHECK_THRESHOLD": "0.99", "RERUN_CANDIDATES": "full_precision"}
+    worker = celery_worker_process(RERUN_ENGINE="vllm", RERUN_MODEL=str(smollm2_hf_path()),
+                                   INFERENCE_MODEL=str(smollm2_gguf_path()), **check)
+    server = daphne_server(INFERENCE_ENGINE="llamacpp", INFERENCE_MODEL=str(smollm2_gguf_path()),
+                           CONFIDENCE_THRESHOLD="0", **check)
+    session = await in_thread(lambda: server.login(clinician.username))
+    async with await open_socket(server, session) as socket:
+        await socket.send(json.dumps({"type": "translate", "text": note}))
+        frames = await receive_until(socket, FINAL, timeout=240)
+
+    types = [f["type"] for f in frames]
+    done = frames[types.index("done")]
+    assert done["verification"] == "pending" and len(done["self_check"]["sentences"]) == 2
+    assert done["self_check"]["p_yes"] == min(done["self_check"]["sentences"])
+    assert types[-1] == "verified", worker.logs()[-3000:]
+    assert frames[-1]["candidate"] == "sentences" and frames[-1]["text"] == note
+    assert "sentences 1 and 2 are given as written" in frames[-1]["message"]
+    assert frames[-1]["message"].startswith("Re-run in full precision")
+    assert frames[-1]["sentences_as_written"] == [1, 2]
+
+    def check_database():
+        translation = Translation.objects.get()
+        assert [c["input"] for c in translation.sentence_checks] == ["Mild left knee effusion.", "No fracture is seen."]
+        rerun = Rerun.objects.get(translation=translation)
+        assert [(r.get("name"), r.get("kept"), r["sentence"]) for r in rerun.candidates] == [
+            ("full_precision", None, 1), ("as_written", None, 1), (None, "as_written", 1),
+            ("full_precision", None, 2), ("as_written", None, 2), (None, "as_written", 2)]
+        assert all(0 <= r["self_check"] <= 1 for r in rerun.candidates if r.get("name") == "full_precision")
+    await in_thread(check_database)
+
+
+@pytest.mark.slow
 async def test_gate_sends_nothing_to_the_queue_above_the_threshold(daphne_server, clinician, stack_env):
     server = daphne_server(INFERENCE_ENGINE="llamacpp", INFERENCE_MODEL=str(smollm2_gguf_path()),
                            CONFIDENCE_THRESHOLD="0", SAFETY_RERUN="0")  # the confidence gate alone
