@@ -7,8 +7,10 @@ from django.contrib.sessions.models import Session
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from clinical.frames import sentences_as_written
 from clinical.models import Translation
 from clinical.quality import measure as quality
+from clinical.rerun.sentences import sentence_text
 from clinical.translation.handouts import handout_model_text
 
 
@@ -44,7 +46,8 @@ def translation_get_for_user(*, user, request_id) -> Translation:
 
 def handout_for_user(*, user, request_id) -> dict:
     """A patient handout of one of the user's own completed translations:
-    ``{"translation", "model_text", "text", "edits", "latest_edit"}`` where
+    ``{"translation", "model_text", "text", "edits", "latest_edit",
+    "doubted_drafts"}`` (:func:`doubted_drafts`) where
     ``text`` is the newest edit's text, else the model's version
     (``model_text``: the verified text when there is one, else the fast
     text), and ``edits`` the clinician's edits, newest first.
@@ -59,7 +62,22 @@ def handout_for_user(*, user, request_id) -> dict:
     model_text = handout_model_text(translation=translation)
     return {"translation": translation, "model_text": model_text,
             "text": edits[0].text if edits else model_text, "edits": edits,
-            "latest_edit": edits[0] if edits else None}
+            "latest_edit": edits[0] if edits else None,
+            "doubted_drafts": doubted_drafts(translation=translation)}
+
+
+def doubted_drafts(*, translation: Translation) -> list[dict]:
+    """The plain-words drafts of a note's sentences that its re-run gave as
+    written (:func:`clinical.frames.sentences_as_written`), for the
+    clinician to judge: ``[{"sentence": number from 1, "text": the
+    streamed text of that sentence}]`` in order; empty for any other
+    translation (a whole text given as written keeps its draft as the fast
+    text)."""
+    rerun = translation.verified_rerun
+    if rerun is None or not translation.sentence_checks:
+        return []
+    return [{"sentence": n, "text": sentence_text(translation, n - 1)} for n in sentences_as_written(rerun)
+            if n <= len(translation.sentence_checks) and sentence_text(translation, n - 1)]
 
 
 def translation_api_view(*, translation: Translation) -> dict:

@@ -125,6 +125,10 @@ def test_a_note_sentence_the_model_still_doubts_is_given_as_written_and_the_rest
     assert done.output_text in page and " ".join(FAST) in page  # the streamed draft stays readable
     api = TranslationSerializer(selectors.translation_api_view(translation=translation)).data
     assert api["verified_text"] == done.output_text
+    handout = client.get(f"/translations/{row.request_id}/handout/").content.decode()
+    printed = handout[handout.index('<article id="handout"'):handout.index("</article>")]
+    assert done.output_text in printed and FAST[1] not in printed  # the patient's copy: sentence 2 as written
+    assert f'<li>Sentence 2: <span class="doubted-draft-text" lang="en">{FAST[1]}</span></li>' in handout
 
 
 def test_a_note_sentence_the_model_trusts_but_a_check_fails_is_rerun_on_its_own(clinician, settings,
