@@ -118,13 +118,25 @@
 
   // A note checked sentence by sentence (self_check.sentences: P(yes) or
   // null each), as clinical.quality.display.self_check_display words it.
-  function sentencesSummary(sentences, threshold) {
+  // The numbers (from 1) of a note's sentences under the threshold.
+  function doubtedSentences(selfCheck) {
     const doubted = [];
-    sentences.forEach((p, i) => { if (p != null && p < threshold) doubted.push(i + 1); });
+    if (!selfCheck.sentences || selfCheck.threshold == null) return doubted;
+    selfCheck.sentences.forEach((p, i) => { if (p != null && p < selfCheck.threshold) doubted.push(i + 1); });
+    return doubted;
+  }
+
+  function sentencesSummary(sentences, threshold) {
+    const doubted = doubtedSentences({ sentences: sentences, threshold: threshold });
     if (!doubted.length) return " Checked sentence by sentence: none of the " + sentences.length + " is doubted.";
-    const words = doubted.slice(0, -1).join(", ") + (doubted.length > 1 ? " and " : "") + doubted[doubted.length - 1];
-    return " Checked sentence by sentence, the lowest shown: " + (doubted.length === 1 ? "sentence " : "sentences ") +
-      words + " of " + sentences.length + (doubted.length === 1 ? " is" : " are") + " doubted.";
+    return " Checked sentence by sentence, the lowest shown: " + sentencesNamed(doubted) + " of " + sentences.length +
+      (doubted.length === 1 ? " is" : " are") + " doubted.";
+  }
+
+  // [2] -> "sentence 2"; [2, 4, 5] -> "sentences 2, 4 and 5" (clinical.quality.display.sentences_named).
+  function sentencesNamed(numbers) {
+    const words = numbers.slice(0, -1).join(", ") + (numbers.length > 1 ? " and " : "") + numbers[numbers.length - 1];
+    return (numbers.length === 1 ? "sentence " : "sentences ") + words;
   }
 
   function renderGlossary(glossary) {
@@ -172,8 +184,11 @@
           " not in the diagnosis; see the list next to the text.";
       }
       if (frame.self_check) {
+        const doubted = doubtedSentences(frame.self_check);
+        const which = doubted.length ? ", " + sentencesNamed(doubted) : "";
         text += frame.self_check.passed === false
-          ? " Model's own check: doubted (" + percent(frame.self_check.p_yes) + " %); read it before giving it to the patient."
+          ? " Model's own check: doubted (" + percent(frame.self_check.p_yes) + " %" + which +
+            "); read it before giving it to the patient."
           : " Model's own check: " + percent(frame.self_check.p_yes) + " % that it says the same as the diagnosis.";
       }
       return text;

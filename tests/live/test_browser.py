@@ -182,6 +182,7 @@ def test_the_live_page_names_the_doubted_sentences_of_a_note_as_the_detail_page_
     expect(summary).to_contain_text("Checked sentence by sentence, the lowest shown: sentences 1 and 2 of 2 are "
                                     "doubted.", timeout=60_000)
     live = summary.text_content()
+    expect(page.locator("#status")).to_contain_text("Model's own check: doubted (30 %, sentences 1 and 2)")
     row = only_translation()
     assert [c["p_yes"] for c in row.sentence_checks] == pytest.approx([0.3, 0.3])
     page.goto(f"{server.base_url}/translations/{row.request_id}/")
