@@ -208,24 +208,33 @@ def sentences_as_written(rerun: Rerun) -> list[int]:
 
 def _sentences_change_note(translation: Translation, rerun: Rerun) -> str:
     """:func:`rerun_change_note` for a note re-run sentence by sentence, e.g.
-    "The model's own check doubted sentences 2 and 4 of 5: sentence 2 was
-    rewritten (Written again ...); sentence 4 is given as written, explain
-    it to the patient yourself. The other sentences are as first written."."""
+    "Sentences 2 and 4 of 5 were re-run (the model's own check doubted
+    sentence 2; a safety or faithfulness check failed on sentence 4):
+    sentence 2 was rewritten (Written again ...); sentence 4 is given as
+    written, explain it to the patient yourself. The other sentences are as
+    first written."."""
     kept = [r for r in rerun.candidates or [] if "kept" in r]
     total = len(translation.sentence_checks or [])
+    numbers = [r["sentence"] for r in kept]
+    doubted = [r["sentence"] for r in kept if quality.LOW_SELF_CHECK in (r.get("reason") or "").split(",")]
+    failed = [r["sentence"] for r in kept if {quality.SAFETY_FAILED, quality.FAITHFULNESS_FAILED}
+              & set((r.get("reason") or "").split(","))]
+    why = ([f"the model's own check doubted {sentences_named(doubted)}"] if doubted else []) + \
+          ([f"a safety or faithfulness check failed on {sentences_named(failed)}"] if failed else [])
     what = []
-    for name, numbers in _by_kept(kept).items():
+    for name, group in _by_kept(kept).items():
         if name == RERUN_AS_WRITTEN:
-            what.append(f"{sentences_named(numbers)} {'is' if len(numbers) == 1 else 'are'} given as written, explain "
-                        f"{'it' if len(numbers) == 1 else 'them'} to the patient yourself")
+            what.append(f"{sentences_named(group)} {'is' if len(group) == 1 else 'are'} given as written, explain "
+                        f"{'it' if len(group) == 1 else 'them'} to the patient yourself")
         elif name == RERUN_KEPT_FAST_TEXT:
-            what.append(f"{sentences_named(numbers)} stayed as first written: no re-written text was clearly better")
+            what.append(f"{sentences_named(group)} stayed as first written: no re-written text was clearly better")
         else:
-            what.append(f"{sentences_named(numbers)} {'was' if len(numbers) == 1 else 'were'} rewritten "
+            what.append(f"{sentences_named(group)} {'was' if len(group) == 1 else 'were'} rewritten "
                         f"({CANDIDATE_MESSAGES.get(name, name)})")
-    doubted = [r["sentence"] for r in kept]
-    others = "" if len(doubted) == total else " The other sentences are as first written."
-    return (f"The model's own check doubted {sentences_named(doubted)} of {total}: " + "; ".join(what) + "." + others)
+    opening = sentences_named(numbers)
+    opening = opening[0].upper() + opening[1:] + f" of {total} {'was' if len(numbers) == 1 else 'were'} re-run"
+    others = "" if len(numbers) == total else " The other sentences are as first written."
+    return opening + (f" ({'; '.join(why)})" if why else "") + ": " + "; ".join(what) + "." + others
 
 
 def _by_kept(kept: list[dict]) -> dict[str, list[int]]:

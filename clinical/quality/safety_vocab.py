@@ -21,6 +21,14 @@ UNITS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "l": ("dose", r"l|liters?|litres?", ("l", "liter", "liters", "litre", "litres", "litro", "litros")),
     "units": ("dose", r"units?|iu|u", ("unit", "units", "iu", "u", "international units", "unidad", "unidades",
                                         "unidades internacionales")),
+    # Million units (interferon "3 MU thrice weekly"); before "units" is read, so "MU" is not a bare "U".
+    "mu": ("dose", r"mu|miu|million\s+(?:international\s+)?units?|mega\s?units?",
+           ("mu", "miu", "million units", "million international units", "megaunits", "mega units",
+            "millones de unidades")),
+    # Radiation doses (Gy, cGy, mGy): three units a hundred or a thousand times apart.
+    "gy": ("dose", r"gy|grays?", ("gy", "gray", "grays")),
+    "cgy": ("dose", r"cgy|centigrays?", ("cgy", "centigray", "centigrays")),
+    "mgy": ("dose", r"mgy|milligrays?", ("mgy", "milligray", "milligrays")),
     "meq": ("dose", r"meq|milliequivalents?", ("meq", "milliequivalent", "milliequivalents",
                                                 "miliequivalente", "miliequivalentes")),
     "mmol": ("measurement", r"mmol|millimoles?", ("mmol", "millimole", "millimoles", "milimol", "milimoles")),

@@ -365,7 +365,8 @@ def rerun_sentences_run(*, translation: Translation, engine, request_prefix: str
         its P(yes) the lowest of its sentences' that were checked (the
         kept ones' and the re-run ones'), ``None`` when none was; ``records``
         are each re-run sentence's candidate records with ``"sentence"`` (from
-        1), then ``{"sentence", "kept", "self_check"}`` naming the one it kept.
+        1), then ``{"sentence", "kept", "self_check", "reason"}`` naming the
+        one it kept and why the sentence was re-run (its ``rerun_reason``).
 
     Raises:
         TimeoutError, inference.EngineError: as :func:`rerun_candidates_run`,
@@ -403,7 +404,8 @@ def rerun_sentences_run(*, translation: Translation, engine, request_prefix: str
             if chosen is None:  # not doubted (a failed check sent it): its streamed text stays
                 continue
         records += [{**record, "sentence": index + 1} for record in tried]
-        records.append({"sentence": index + 1, "kept": chosen.name, "self_check": chosen.self_check})
+        records.append({"sentence": index + 1, "kept": chosen.name, "self_check": chosen.self_check,
+                        "reason": sentence.rerun_reason})
         if chosen.name != rerun_candidates.FAST_TEXT:
             answers[index] = rerun_sentences.sentence_answer(sentence, chosen.text)
             cuts[index] = False

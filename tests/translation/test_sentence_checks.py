@@ -92,9 +92,10 @@ def test_a_note_reruns_only_its_doubted_sentence_and_keeps_the_others_as_streame
     assert all("-s2-" in request_id for request_id in worker.admitted)
     assert [(r.get("name"), r.get("kept"), r["sentence"]) for r in done.candidates] == [
         ("full_precision", None, 2), (None, "full_precision", 2)]
-    assert done.change_note == ("The model's own check doubted sentence 2 of 3: sentence 2 was rewritten "
-                                "(Written again from the same instructions in full precision). "
-                                "The other sentences are as first written.")
+    assert done.change_note == ("Sentence 2 of 3 was re-run (the model's own check doubted sentence 2; a safety or "
+                                "faithfulness check failed on sentence 2): sentence 2 was rewritten (Written again "
+                                "from the same instructions in full precision). The other sentences are as first "
+                                "written.")
     frame = verification_frame(Translation.objects.get(pk=row.pk))
     assert frame["text"] == done.output_text and frame["message"].startswith("Verified in full precision")
     assert frame["sentences_as_written"] == []
@@ -114,8 +115,8 @@ def test_a_note_sentence_the_model_still_doubts_is_given_as_written_and_the_rest
     assert done.output_text == f"{FAST[0]} {SENTENCES[1]} {FAST[2]}"  # not the whole note as written
     assert [(r.get("name"), r.get("kept")) for r in done.candidates] == [
         ("full_precision", None), (candidates.AS_WRITTEN, None), (None, candidates.AS_WRITTEN)]
-    assert done.change_note == ("The model's own check doubted sentence 2 of 3: sentence 2 is given as written, "
-                                "explain it to the patient yourself. The other sentences are as first written.")
+    assert done.change_note.endswith("sentence 2 is given as written, explain it to the patient yourself. "
+                                     "The other sentences are as first written.")
     translation = Translation.objects.get(pk=row.pk)
     frame = verification_frame(translation)
     assert frame["message"].startswith("Re-run in full precision")  # no model wrote or checked sentence 2
@@ -144,6 +145,8 @@ def test_a_note_sentence_the_model_trusts_but_a_check_fails_is_rerun_on_its_own(
     done = execute.rerun_execute(translation_id=row.pk)
     assert done.output_text == f"{FAST[0]} No broken bone (fracture) is seen. {FAST[2]}"
     assert done.candidate == "sentences" and done.safety_passed
+    assert done.change_note.startswith("Sentence 2 of 3 was re-run (a safety or faithfulness check failed on "
+                                       "sentence 2): sentence 2 was rewritten")  # not "doubted": it was not
     assert all("-s2-" in request_id for request_id in worker.admitted)
 
 
@@ -185,7 +188,8 @@ def test_a_note_with_headings_keeps_each_heading_once_when_a_sentence_is_given_a
     monkeypatch.setattr(execute, "rerun_engine_get", lambda: worker)
     done = execute.rerun_execute(translation_id=row.pk)
     assert done.output_text == "ABDOMEN : Plain words: Soft , nontender .\nEXTREMITIES : No edema ."
-    assert done.change_note.startswith("The model's own check doubted sentence 2 of 2: sentence 2 is given as written")
+    assert done.change_note.startswith("Sentence 2 of 2 was re-run (the model's own check doubted sentence 2): "
+                                       "sentence 2 is given as written")
 
 
 def test_a_doubted_sentence_the_time_budget_does_not_reach_is_given_as_written(clinician, settings, monkeypatch):
