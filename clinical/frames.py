@@ -216,9 +216,9 @@ def _sentences_change_note(translation: Translation, rerun: Rerun) -> str:
     kept = [r for r in rerun.candidates or [] if "kept" in r]
     total = len(translation.sentence_checks or [])
     numbers = [r["sentence"] for r in kept]
-    doubted = [r["sentence"] for r in kept if quality.LOW_SELF_CHECK in (r.get("reason") or "").split(",")]
-    failed = [r["sentence"] for r in kept if {quality.SAFETY_FAILED, quality.FAITHFULNESS_FAILED}
-              & set((r.get("reason") or "").split(","))]
+    reasons = {r["sentence"]: set((r.get("reason") or "").split(",")) for r in kept}
+    doubted = [n for n in numbers if quality.LOW_SELF_CHECK in reasons[n]]
+    failed = [n for n in numbers if {quality.SAFETY_FAILED, quality.FAITHFULNESS_FAILED} & reasons[n]]
     why = ([f"the model's own check doubted {sentences_named(doubted)}"] if doubted else []) + \
           ([f"a safety or faithfulness check failed on {sentences_named(failed)}"] if failed else [])
     what = []
@@ -361,8 +361,8 @@ def verification_frame(translation: Translation) -> dict | None:
         rerun = Rerun.objects.get(translation=translation, precision=RERUN_PRECISION)
         confidence = "not measured" if rerun.confidence is None else f"{rerun.confidence:.2f}"
         still_doubted = _still_doubted(translation, rerun)
-        unchecked_or_doubted = (still_doubted or rerun.candidate == RERUN_AS_WRITTEN
-                                or sentences_as_written(rerun))
+        as_written = sentences_as_written(rerun)
+        unchecked_or_doubted = still_doubted or rerun.candidate == RERUN_AS_WRITTEN or as_written
         return {"type": "verified", "id": request_id, "text": rerun.output_text,
                 "confidence": rerun.confidence, "precision": rerun.precision,
                 "engine_precision": rerun.precision_label,
@@ -370,7 +370,7 @@ def verification_frame(translation: Translation) -> dict | None:
                 "queue_wait_ms": rerun.queue_wait_ms, "rerun_ms": rerun.duration_ms,
                 "tokens_out": rerun.tokens_out, "reason": translation.rerun_reason,
                 "candidate": rerun.candidate, "candidates": list(rerun.candidates or []),
-                "sentences_as_written": sentences_as_written(rerun),
+                "sentences_as_written": as_written,
                 "change": rerun.change_note,
                 **quality.rerun_quality_payload(rerun),
                 # "Verified" only where the model's own check does not still doubt the text, and not

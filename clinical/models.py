@@ -255,11 +255,15 @@ class TranslationPart:
         prefix: text copied verbatim before the request's answer (the
             sentence's section headings, :func:`inference.examples.heading_split`;
             ``""`` for none).
+        source: the input this request explains, headings included (the
+            note's unit, :class:`inference.examples.NoteSentence`, or the
+            whole input); ``""`` where not given.
     """
 
     separator: str
     messages: list[dict[str, str]]
     prefix: str = ""
+    source: str = ""
 
 
 def translation_parts(translation: Translation) -> list[TranslationPart]:
@@ -290,7 +294,8 @@ def translation_parts(translation: Translation) -> list[TranslationPart]:
     options = {"reading_level": translation.reading_level, "language": translation.language}
     cluster = ClusterPrompt.parse(translation.prompt_version)
     if cluster is None and translation.prompt_version != EXAMPLES_PROMPT_VERSION:
-        return [TranslationPart("", build_messages(translation.input_text, **options))]
+        return [TranslationPart("", build_messages(translation.input_text, **options),
+                                source=translation.input_text)]
     units = note_sentences(translation.input_text)
     if len(units) <= 1:
         units = [NoteSentence(translation.input_text, "")]
@@ -300,11 +305,11 @@ def translation_parts(translation: Translation) -> list[TranslationPart]:
         for unit in units:
             prefix, sentence = heading_split(unit.text) if cluster.headings else ("", unit.text)
             parts.append(TranslationPart(unit.separator, cluster_messages(
-                sentence, router=router, k=cluster.k, hints=cluster.hints, **options), prefix))
+                sentence, router=router, k=cluster.k, hints=cluster.hints, **options), prefix, unit.text))
         return parts
     pool = default_pool()
     return [TranslationPart(u.separator, build_messages(u.text, examples=pool.retrieve(u.text, k=DEFAULT_K),
-                                                        **options))
+                                                        **options), source=u.text)
             for u in units]
 
 
@@ -493,8 +498,8 @@ RERUN_KEPT_FAST_TEXT = "fast_text"
 #: (clinical.rerun.candidates.candidate_as_written).
 RERUN_AS_WRITTEN = "as_written"
 #: ``Rerun.candidate`` when a note of several sentences was re-run sentence
-#: by sentence: only the sentences the model's own check doubted, each as a
-#: one-sentence re-run (clinical.rerun.sentences).
+#: by sentence: only the sentences the model's own check doubted or a check
+#: failed on, each as a one-sentence re-run (clinical.rerun.sentences).
 RERUN_SENTENCES = "sentences"
 
 

@@ -126,7 +126,7 @@ def self_check_display(*, self_check: dict | None) -> dict | None:
     sentences = self_check.get("sentences")
     if sentences:
         doubted = [n for n, q in enumerate(sentences, start=1)
-                   if q is not None and q < self_check["threshold"]]
+                   if quality.self_check_doubted(q, self_check["threshold"])]
         summary += (f" Checked sentence by sentence, the lowest shown: {sentences_named(doubted)} of {len(sentences)} "
                     f"{'is' if len(doubted) == 1 else 'are'} doubted." if doubted else
                     f" Checked sentence by sentence: none of the {len(sentences)} is doubted.")

@@ -276,10 +276,10 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
     # The threshold the fast text was gated by, so "doubted" means the same for it and the kept text.
     check_threshold = (translation.self_check_threshold if translation.self_check_threshold is not None
                        else gate.self_check_threshold(translation.model_name, translation.prompt_version))
-    rerun_indexes = rerun_sentences.sentences_to_rerun(translation, check_threshold) if messages is None else []
-    if rerun_indexes:
+    rerun_reasons = rerun_sentences.sentences_to_rerun(translation, check_threshold) if messages is None else {}
+    if rerun_reasons:
         return rerun_sentences_run(translation=translation, engine=engine, request_prefix=request_prefix,
-                                   names=names, time_limit_s=time_limit_s, indexes=rerun_indexes,
+                                   names=names, time_limit_s=time_limit_s, reasons=rerun_reasons,
                                    threshold=check_threshold)
     budget_s = settings.RERUN_SOFT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
     deadline = time.monotonic() + budget_s
@@ -348,11 +348,11 @@ def rerun_candidates_run(*, translation: Translation, engine, request_prefix: st
 
 
 def rerun_sentences_run(*, translation: Translation, engine, request_prefix: str, names: tuple[str, ...],
-                        time_limit_s: float | None, indexes: list[int],
+                        time_limit_s: float | None, reasons: dict[int, list[str]],
                         threshold: float | None) -> tuple[rerun_candidates.Candidate, list[dict]]:
     """Re-run a note sentence by sentence (:mod:`clinical.rerun.sentences`):
-    each sentence of ``indexes`` (from 0; those the one-sentence gate would
-    re-run, :func:`clinical.rerun.sentences.sentences_to_rerun`) goes
+    each sentence of ``reasons`` (index from 0: why the one-sentence gate
+    would re-run it, :func:`clinical.rerun.sentences.sentences_to_rerun`) goes
     through :func:`rerun_candidates_run` as a one-sentence translation, in
     order, sharing one time budget; the others keep their streamed text. A
     sentence still doubted is given as written (``SELF_CHECK_COPY=always``),
@@ -383,8 +383,8 @@ def rerun_sentences_run(*, translation: Translation, engine, request_prefix: str
     logprobs: list[float] = []
     records: list[dict] = []
     started = time.perf_counter()
-    for n, index in enumerate(indexes):
-        sentence = rerun_sentences.sentence_translation(translation, index, threshold)
+    for n, (index, why) in enumerate(reasons.items()):
+        sentence = rerun_sentences.sentence_translation(translation, index, why)
         try:
             if deadline - time.monotonic() <= 0:
                 raise TimeoutError("re-run time budget spent")

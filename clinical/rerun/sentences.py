@@ -1,5 +1,6 @@
 """A note of several sentences re-run sentence by sentence: only the
-sentences the model's own check doubted, each as a one-sentence
+sentences the one-sentence gate would re-run (the model's own check
+doubted it, or a safety or faithfulness check fails on it), each as a one-sentence
 translation (the unit the re-run's candidates and the check's threshold
 were measured on), the others kept as streamed.
 
@@ -7,7 +8,7 @@ The web process checks a note sentence by sentence and stores each
 sentence's text and P(yes) (:attr:`clinical.models.Translation.sentence_checks`,
 :func:`clinical.translation.self_check.translation_sentences_self_check`).
 The worker (:func:`clinical.rerun.execute.rerun_sentences_run`) re-runs
-each doubted sentence as :func:`sentence_translation` makes it and joins
+each such sentence as :func:`sentence_translation` makes it and joins
 the texts as the fast text was joined (:func:`sentences_join`).
 """
 
@@ -18,19 +19,20 @@ from clinical.quality import measure as quality
 from clinical.rerun import candidates as rerun_candidates
 
 
-def sentences_to_rerun(translation: Translation, threshold: float | None) -> list[int]:
-    """Indexes (from 0) of the note's sentences that the one-sentence gate
-    would re-run: the model's own check doubted it (its P(yes) under
+def sentences_to_rerun(translation: Translation, threshold: float | None) -> dict[int, list[str]]:
+    """``{index (from 0): reasons}`` for the note's sentences that the
+    one-sentence gate would re-run, in order: the model's own check doubted it (its P(yes) under
     ``threshold``, :func:`clinical.quality.measure.self_check_doubted`), or
     its text fails the safety or faithfulness check against the sentence
-    (:func:`sentence_reasons`). Empty for a translation without sentence
-    checks or of one sentence. A sentence's confidence is not kept, so a
+    (:func:`sentence_reasons`, the reasons). Empty for a translation without
+    sentence checks or of one sentence. A sentence's confidence is not kept, so a
     note gated by its confidence alone (its checks did not run) is re-run
     whole."""
     checks = translation.sentence_checks or []
     if len(checks) < 2:
-        return []
-    return [i for i in range(len(checks)) if sentence_reasons(translation, i, threshold)]
+        return {}
+    reasons = {i: sentence_reasons(translation, i, threshold) for i in range(len(checks))}
+    return {i: why for i, why in reasons.items() if why}
 
 
 def sentence_reasons(translation: Translation, index: int, threshold: float | None) -> list[str]:
@@ -58,12 +60,12 @@ def sentence_text(translation: Translation, index: int) -> str:
     return heading + check["answer"] if check["answer"] else ""
 
 
-def sentence_translation(translation: Translation, index: int, threshold: float | None) -> Translation:
+def sentence_translation(translation: Translation, index: int, reasons: list[str]) -> Translation:
     """An unsaved one-sentence :class:`~clinical.models.Translation` for
     sentence ``index`` of ``translation``'s note: its input is the
     sentence (with its heading), its fast text :func:`sentence_text`, its
-    P(yes) the sentence's, its ``rerun_reason`` :func:`sentence_reasons` by ``threshold``
-    (so a text re-run for its check alone stands unless a candidate is
+    P(yes) the sentence's, its ``rerun_reason`` ``reasons`` (:func:`sentence_reasons`;
+    so a text re-run for its check alone stands unless a candidate is
     clearly better, :func:`clinical.rerun.candidates.incumbent_for`), and
     the note's language, reading level, prompt version, model, confidence
     and self-check threshold.
@@ -75,7 +77,7 @@ def sentence_translation(translation: Translation, index: int, threshold: float 
     sentence = _unit(translation, check["input"])
     sentence.output_text = sentence_text(translation, index)
     sentence.self_check = check.get("p_yes")
-    sentence.rerun_reason = ",".join(sentence_reasons(translation, index, threshold))
+    sentence.rerun_reason = ",".join(reasons)
     return sentence
 
 

@@ -22,14 +22,13 @@ from dataclasses import dataclass, field
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from clinical.models import TextJoiner, Translation, TranslationPart, translation_parts, translation_parts_join
+from clinical.models import TextJoiner, Translation, TranslationPart, translation_parts
 from clinical.runtime import replica
 from clinical.runtime.log import request_id_var
 from clinical.translation.self_check import translation_self_check, translation_sentences_self_check
 from clinical.translation.services import TranslationFigures, translation_finish
 from inference.base import Delta, Engine, GenerationParams
 from inference.confidence import sequence_confidence
-from inference.examples import note_sentences
 
 logger = logging.getLogger(__name__)
 
@@ -182,17 +181,12 @@ async def _sentences_check(translation: Translation, engine: Engine, parts: list
                            answers: list[str], cuts: list[bool]) -> tuple[float | None, list[dict]]:
     """A note's sentence checks (:func:`clinical.translation.self_check.translation_sentences_self_check`):
     ``(lowest P(yes) or None where none ran, Translation.sentence_checks)``.
-    Each sentence is its unit of the note (:func:`inference.examples.note_sentences`,
-    the units :func:`clinical.models.translation_parts` renders) and its text
-    the part's answer after its copied heading."""
-    units = note_sentences(translation.input_text)
-    if len(units) != len(parts):  # not rendered from these units: the whole note is checked
-        text = translation_parts_join(parts, [a.strip() for a in answers], cut=cuts)
-        return await translation_self_check(translation=translation, engine=engine, text=text), None
-    pairs = [(unit.text, (part.prefix.lstrip() + answer.strip()) if answer.strip() else "")
-             for unit, part, answer in zip(units, parts, answers, strict=True)]
+    Each sentence is its part's source (the note's unit) and its text the
+    part's answer after its copied heading."""
+    pairs = [(part.source, (part.prefix.lstrip() + answer.strip()) if answer.strip() else "")
+             for part, answer in zip(parts, answers, strict=True)]
     p_yes = await translation_sentences_self_check(translation=translation, engine=engine, pairs=pairs)
-    checks = [{"input": unit.text, "answer": answer.strip(), "cut": cut, "p_yes": p}
-              for unit, answer, cut, p in zip(units, answers, cuts, p_yes, strict=True)]
+    checks = [{"input": part.source, "answer": answer.strip(), "cut": cut, "p_yes": p}
+              for part, answer, cut, p in zip(parts, answers, cuts, p_yes, strict=True)]
     ran = [p for p in p_yes if p is not None]
     return (min(ran) if ran else None), checks
