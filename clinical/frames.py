@@ -10,6 +10,10 @@ Server → client frames:
     ``{"type": "started", "id", "engine", "model", "precision",
     "reading_level", "language"}`` (:func:`started_frame`)
     ``{"type": "token", "text"}`` (one per decoded piece)
+    ``{"type": "checking", "id", "sentences"}`` (:func:`checking_frame`):
+    the text is whole and the model's own check of it has started
+    (``sentences``: how many sentences it checks one by one, 1 for a
+    single sentence); not sent where no check runs
     ``{"type": "done", "id", "status": "completed", "ttft_ms", "total_ms",
     "queue_wait_ms", "tokens_in", "tokens_out", "tokens_per_s",
     "confidence", "finish_reason", "verification", "readability",
@@ -75,6 +79,13 @@ def started_frame(translation: Translation, engine_info) -> dict:
 def token_frame(text: str) -> dict:
     """``token``: one decoded piece of text."""
     return {"type": "token", "text": text}
+
+
+def checking_frame(translation: Translation, sentences: int) -> dict:
+    """``checking``: the text is whole; the model checks its ``sentences``
+    sentences (:mod:`clinical.translation.self_check`, about 0.8 s each on
+    two CPU cores) before ``done``."""
+    return {"type": "checking", "id": str(translation.request_id), "sentences": sentences}
 
 
 def done_frame(translation: Translation) -> dict:

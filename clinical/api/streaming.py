@@ -3,7 +3,9 @@
 
 Events, each ``event: <name>`` plus one ``data:`` line of JSON:
 ``started`` (``{"id", "engine", "model", "precision"}``), one ``token``
-per decoded piece (``{"text"}``), then ``done`` (the translation, as
+per decoded piece (``{"text"}``), ``checking`` (``{"id", "sentences"}``:
+the text is whole and the model's own check of it has started; not sent
+where no check runs), then ``done`` (the translation, as
 ``GET`` returns it) or ``error`` (``{"code", "detail", "retry_after_s"?}``
 and the translation: ``code`` ``engine_restarting`` with ``retry_after_s``
 when the engine died under it, else ``engine_error``,
@@ -67,6 +69,8 @@ async def _events(translation: Translation, engine, received_ns: int) -> AsyncIt
             yield sse("started", _payload(frames.started_frame(translation, engine.info)))
         elif event.kind == stream.TOKEN:
             yield sse("token", _payload(frames.token_frame(event.text)))
+        elif event.kind == stream.CHECKING:
+            yield sse("checking", _payload(frames.checking_frame(translation, event.sentences)))
         elif event.kind == stream.DONE:
             yield sse("done", await database_sync_to_async(selectors.translation_api_view)(
                 translation=event.translation))

@@ -89,6 +89,7 @@ async def translation_generate(
     translation: Translation,
     engine: Engine,
     on_token: Callable[[str], Awaitable[None]] | None = None,
+    on_check: Callable[[int], Awaitable[None]] | None = None,
     received_ns: int,
     max_tokens: int | None = None,
 ) -> Translation:
@@ -98,7 +99,10 @@ async def translation_generate(
     Each piece of text is passed to ``on_token`` as it arrives (callers
     that only want the end result pass none). Once the text is whole the
     model checks it (:func:`clinical.translation.self_check.translation_self_check`,
-    where the gate reads it) before the row is finalised. The row ends
+    where the gate reads it; a note sentence by sentence) before the row is
+    finalised; ``on_check`` is awaited with the number of sentences to be
+    checked (1 for a single request) as the first check starts, and not
+    where no check runs. The row ends
     ``completed`` (with confidence and figures), ``error`` (engine failure;
     the partial text is kept) or, when the calling task is cancelled,
     ``cancelled`` after the engine request is aborted.
@@ -157,13 +161,18 @@ async def translation_generate(
                 output_text=joiner.text, figures=meter.figures(),
                 error_class=type(exc).__name__)
         figures = meter.figures()  # the stream's times, before the check below
+
+        async def checking() -> None:
+            if on_check is not None:
+                await on_check(len(parts))
+
         try:
             if len(parts) > 1:
                 figures.self_check, figures.sentence_checks = await _sentences_check(
-                    translation, engine, parts, answers, cuts)
+                    translation, engine, parts, answers, cuts, on_start=checking)
             else:
                 figures.self_check = await translation_self_check(translation=translation, engine=engine,
-                                                                  text=joiner.text)
+                                                                  text=joiner.text, on_start=checking)
         except asyncio.CancelledError:  # the text is whole: it completes, gated by its confidence
             await asyncio.shield(_finish_async(
                 translation_id=translation.pk, status=Translation.Status.COMPLETED,
@@ -178,14 +187,16 @@ async def translation_generate(
 
 
 async def _sentences_check(translation: Translation, engine: Engine, parts: list[TranslationPart],
-                           answers: list[str], cuts: list[bool]) -> tuple[float | None, list[dict]]:
+                           answers: list[str], cuts: list[bool], *,
+                           on_start: Callable[[], Awaitable[None]]) -> tuple[float | None, list[dict]]:
     """A note's sentence checks (:func:`clinical.translation.self_check.translation_sentences_self_check`):
     ``(lowest P(yes) or None where none ran, Translation.sentence_checks)``.
     Each sentence is its part's source (the note's unit) and its text the
     part's answer after its copied heading."""
     pairs = [(part.source, (part.prefix.lstrip() + answer.strip()) if answer.strip() else "")
              for part, answer in zip(parts, answers, strict=True)]
-    p_yes = await translation_sentences_self_check(translation=translation, engine=engine, pairs=pairs)
+    p_yes = await translation_sentences_self_check(translation=translation, engine=engine, pairs=pairs,
+                                                   on_start=on_start)
     checks = [{"input": part.source, "answer": answer.strip(), "cut": cut, "p_yes": p}
               for part, answer, cut, p in zip(parts, answers, cuts, p_yes, strict=True)]
     ran = [p for p in p_yes if p is not None]

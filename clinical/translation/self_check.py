@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 from clinical.models import Translation
 from clinical.quality import gate
@@ -19,12 +20,15 @@ logger = logging.getLogger(__name__)
 
 
 async def translation_self_check(*, translation: Translation, engine: Engine, text: str,
-                                 source: str | None = None, request_suffix: str = "check") -> float | None:
+                                 source: str | None = None, request_suffix: str = "check",
+                                 on_start: Callable[[], Awaitable[None]] | None = None) -> float | None:
     """Ask ``engine`` whether ``text`` (the streamed output) says what the
     translation's input says (``source``: one sentence of it, for
     :func:`translation_sentences_self_check`): one prompt and one answer
     token (about 0.8 s on 2 CPU cores for a sentence; docs/quality/self-check.md).
-    The engine request's id is ``<request id>-<request_suffix>``.
+    The engine request's id is ``<request id>-<request_suffix>``;
+    ``on_start`` is awaited just before the engine is asked (not where the
+    check is skipped before that), so a client can be told it is checking.
 
     Runs only where the gate reads it: a self-check threshold exists for the
     translation's model and prompt version (:func:`clinical.quality.gate.self_check_threshold`)
@@ -51,6 +55,8 @@ async def translation_self_check(*, translation: Translation, engine: Engine, te
         # them (8 clinicians at once: E2E P50 1.9x, docs/benchmarks/ward-self-check.md).
         logger.info("self-check skipped, translations waiting")
         return None
+    if on_start is not None:
+        await on_start()
     try:
         engine.admit(background=True)
     except EngineBusy:
@@ -75,12 +81,14 @@ async def translation_self_check(*, translation: Translation, engine: Engine, te
 
 
 async def translation_sentences_self_check(*, translation: Translation, engine: Engine,
-                                           pairs: list[tuple[str, str]]) -> list[float | None]:
+                                           pairs: list[tuple[str, str]],
+                                           on_start: Callable[[], Awaitable[None]] | None = None) -> list[float | None]:
     """The model's own check of a note sentence by sentence: each
     ``(input sentence, its text)`` pair in ``pairs`` is checked as
     :func:`translation_self_check` checks a whole output (same threshold
     rule, same CPU rule, one request ``<request id>-check-<n>`` each, ``n``
     from 1), one after another. A pair whose text is empty is not checked.
+    ``on_start`` is awaited once, before the first check that runs.
 
     Why not the whole note at once: the threshold was calibrated on
     sentences, and on notes the one answer misses wrong sentences. Measured
@@ -96,9 +104,18 @@ async def translation_sentences_self_check(*, translation: Translation, engine: 
     Raises:
         asyncio.CancelledError: after the running engine request is aborted.
     """
+    started = False
+
+    async def first_start() -> None:
+        nonlocal started
+        if not started and on_start is not None:
+            started = True
+            await on_start()
+
     answers: list[float | None] = []
     for n, (source, text) in enumerate(pairs, start=1):
         answers.append(await translation_self_check(translation=translation, engine=engine, text=text,
-                                                    source=source, request_suffix=f"check-{n}")
+                                                    source=source, request_suffix=f"check-{n}",
+                                                    on_start=first_start)
                        if text.strip() else None)
     return answers

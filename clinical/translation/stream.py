@@ -2,8 +2,11 @@
 wraps: the WebSocket consumer, server-sent events, the JSON API (waiting or
 not) and FHIR.
 
-admitted → ``started`` → ``token``... → ``done`` | ``failed`` | ``unrecorded``
-→ (after ``done``) ``glossary`` when the engine wrote plain definitions.
+admitted → ``started`` → ``token``... → (``checking``) → ``done`` | ``failed``
+| ``unrecorded`` → (after ``done``) ``glossary`` when the engine wrote plain
+definitions. ``checking``: the text is whole and the model is checking it
+(:mod:`clinical.translation.self_check`; on two CPU cores about 0.8 s a
+sentence) before it is final.
 
 A transport that stops iterating (the client left) or cancels the task
 that iterates (the clinician pressed cancel) stops the engine request; the
@@ -35,8 +38,8 @@ from inference.base import Engine
 
 logger = logging.getLogger(__name__)
 
-STARTED, TOKEN, DONE, FAILED, UNRECORDED, GLOSSARY = \
-    "started", "token", "done", "failed", "unrecorded", "glossary"
+STARTED, TOKEN, CHECKING, DONE, FAILED, UNRECORDED, GLOSSARY = \
+    "started", "token", "checking", "done", "failed", "unrecorded", "glossary"
 #: What a client is told on ``unrecorded`` (every transport says the same).
 UNRECORDED_MESSAGE = ("The database became unreachable, so this translation could not be recorded. "
                       "Please do not use it; try again shortly.")
@@ -53,12 +56,19 @@ class TranslationEvent:
 
     ``kind``: one of the module's event names; ``translation``: the row as
     of this event (final from ``done``/``failed`` on); ``text``: the piece
-    of a ``token`` event.
+    of a ``token`` event; ``sentences``: how many sentences a ``checking``
+    event's check covers (1 for a single sentence or a note checked whole).
     """
 
     kind: str
     translation: Translation
     text: str = ""
+    sentences: int = 0
+
+
+@dataclass(frozen=True)
+class _Checking:
+    sentences: int
 
 
 async def translation_events(*, translation: Translation, engine: Engine,
@@ -68,7 +78,9 @@ async def translation_events(*, translation: Translation, engine: Engine,
     ``received_ns``: ``time.monotonic_ns()`` when the server received the
     request (figures are measured from it, in ms).
 
-    Yields ``started``, one ``token`` per decoded piece, then ``done`` (the
+    Yields ``started``, one ``token`` per decoded piece, ``checking`` when
+    the model's own check of the whole text starts (not where none runs),
+    then ``done`` (the
     completed row), ``failed`` (the engine failed; the row says ``error``)
     or ``unrecorded`` (the text was decoded but its final state could not be
     stored: database or Redis unreachable; the sweep finalises the row
@@ -84,18 +96,25 @@ async def translation_events(*, translation: Translation, engine: Engine,
     async def on_token(text: str) -> None:
         queue.put_nowait(text)
 
+    async def on_check(sentences: int) -> None:
+        queue.put_nowait(_Checking(sentences))
+
     async def run() -> Translation:
         try:
             return await generation.translation_generate(
-                translation=translation, engine=engine, on_token=on_token, received_ns=received_ns)
+                translation=translation, engine=engine, on_token=on_token, on_check=on_check,
+                received_ns=received_ns)
         finally:
             queue.put_nowait(_END)
 
     task = asyncio.create_task(run())
     try:
         yield TranslationEvent(STARTED, translation)
-        while (text := await queue.get()) is not _END:
-            yield TranslationEvent(TOKEN, translation, text)
+        while (item := await queue.get()) is not _END:
+            if isinstance(item, _Checking):
+                yield TranslationEvent(CHECKING, translation, sentences=item.sentences)
+            else:
+                yield TranslationEvent(TOKEN, translation, item)
         try:
             done = await task
         except (DatabaseError, RedisError) as exc:

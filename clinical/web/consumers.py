@@ -224,6 +224,8 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
                     text_final, self.generating = True, False
                 if event.kind == stream.STARTED:
                     await self.send_json(frames.started_frame(translation, engine.info))
+                elif event.kind == stream.CHECKING:
+                    await self.send_json(frames.checking_frame(translation, event.sentences))
                 elif event.kind == stream.DONE:
                     await self.send_json(frames.done_frame(event.translation))
                     await self.send_verification_state(event.translation)

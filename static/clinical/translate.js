@@ -137,6 +137,12 @@
       case "token":
         output.textContent += frame.text;
         break;
+      case "checking":
+        if (frame.id !== currentId) break;
+        setStatus(frame.sentences > 1
+          ? "Written. The model is checking each of its " + frame.sentences + " sentences against the diagnosis…"
+          : "Written. The model is checking it against the diagnosis…");
+        break;
       case "done":
         setRunning(false);
         fig("ttft").textContent = ms(frame.ttft_ms);

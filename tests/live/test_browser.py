@@ -173,16 +173,26 @@ def test_the_live_page_names_the_doubted_sentences_of_a_note_as_the_detail_page_
         daphne_server, clinician, browser_page):
     """A note of two sentences, each checked on its own (P(yes) 0.3 under
     the site's 0.6): the live page's panel (quality.js) names both, in the
-    words the server-rendered detail page uses (clinical.quality.display)."""
+    words the server-rendered detail page uses (clinical.quality.display).
+    While the sentences are checked, the status says so (the ``checking``
+    frame), not "Translating…"."""
     server = daphne_server(INFERENCE_ENGINE="fake", FAKE_ENGINE_SELF_CHECK="0.3", SELF_CHECK_THRESHOLD="0.6")
     page = browser_page
     log_in(page, server, clinician.username)
+    page.evaluate("""() => {
+        window.statusSeen = [];
+        new MutationObserver(() => window.statusSeen.push(document.getElementById("status").textContent))
+            .observe(document.getElementById("status"), {childList: true, characterData: true, subtree: true});
+    }""")
     translate(page, "Mild left knee effusion. No fracture is seen.")
     summary = page.locator("#self-check-summary")
     expect(summary).to_contain_text("Checked sentence by sentence, the lowest shown: sentences 1 and 2 of 2 are "
                                     "doubted.", timeout=60_000)
     live = summary.text_content()
     expect(page.locator("#status")).to_contain_text("Model's own check: doubted (30 %, sentences 1 and 2)")
+    seen = page.evaluate("window.statusSeen")
+    checking = "Written. The model is checking each of its 2 sentences against the diagnosis…"
+    assert checking in seen and seen.index(checking) > seen.index("Translating…"), seen
     row = only_translation()
     assert [c["p_yes"] for c in row.sentence_checks] == pytest.approx([0.3, 0.3])
     page.goto(f"{server.base_url}/translations/{row.request_id}/")
