@@ -40,7 +40,9 @@ class TranslationCreateView(APIView):
         parameters=[OpenApiParameter("wait", bool, description="Wait for the fast result (default true); "
                                      "false returns 202 at once with a Location to poll.")],
         description="With `Accept: text/event-stream` the answer streams as server-sent events: "
-                    "`started`, one `token` per piece, then `done` (the translation) or `error` (`code` "
+                    "`started`, one `token` per piece, `checking` (`{id, sentences}`: the text is whole and "
+                    "the model is checking it, not sent where no check runs), then `done` (the "
+                    "translation) or `error` (`code` "
                     "`engine_restarting` with `retry_after_s` when the engine died, else `engine_error`), then "
                     "`glossary` (`{id, terms}`) once the engine has written plain definitions of the "
                     "input's medical terms. Without streaming, the definitions follow the response: "
