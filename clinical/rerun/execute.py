@@ -437,24 +437,30 @@ def rerun_execute(*, translation_id: int) -> Rerun | None:
         logger.info("re-run of translation %s has nothing to do", translation_id)
         return None
     translation = rerun.translation
-    request_id_var.set(str(translation.request_id))
-    rerun_notify(translation=translation)
-    engine = rerun_engine_get()
-    started = time.perf_counter()
-    chosen, records = rerun_candidates_run(
-        translation=translation, engine=engine,
-        request_prefix=f"{translation.request_id}-{RERUN_PRECISION}-{rerun.attempts}")
-    duration_ms = (time.perf_counter() - started) * 1000
-    kept_fast = chosen.name == rerun_candidates.FAST_TEXT
-    done = rerun_complete(rerun_id=rerun.pk, output_text=chosen.text, token_logprobs=list(chosen.logprobs),
-                          confidence=translation.confidence if kept_fast else None,
-                          duration_ms=duration_ms, engine=engine.info.engine, model_name=engine.info.model,
-                          candidate=chosen.name, candidates=records, engine_precision=engine.info.precision,
-                          self_check=chosen.self_check)
-    logger.info("re-run completed precision=%s candidate=%s tried=%d tokens=%d duration_ms=%.0f attempt=%d",
-                RERUN_PRECISION, chosen.name, _tried(records),
-                len(chosen.logprobs), duration_ms, done.attempts)
-    return done
+    # This task's log lines carry its translation's id, and only its own:
+    # a solo-pool worker runs every task in one thread, whose context would
+    # otherwise tag the next task's first lines ("received") with this id.
+    token = request_id_var.set(str(translation.request_id))
+    try:
+        rerun_notify(translation=translation)
+        engine = rerun_engine_get()
+        started = time.perf_counter()
+        chosen, records = rerun_candidates_run(
+            translation=translation, engine=engine,
+            request_prefix=f"{translation.request_id}-{RERUN_PRECISION}-{rerun.attempts}")
+        duration_ms = (time.perf_counter() - started) * 1000
+        kept_fast = chosen.name == rerun_candidates.FAST_TEXT
+        done = rerun_complete(rerun_id=rerun.pk, output_text=chosen.text, token_logprobs=list(chosen.logprobs),
+                              confidence=translation.confidence if kept_fast else None,
+                              duration_ms=duration_ms, engine=engine.info.engine, model_name=engine.info.model,
+                              candidate=chosen.name, candidates=records, engine_precision=engine.info.precision,
+                              self_check=chosen.self_check)
+        logger.info("re-run completed precision=%s candidate=%s tried=%d tokens=%d duration_ms=%.0f attempt=%d",
+                    RERUN_PRECISION, chosen.name, _tried(records),
+                    len(chosen.logprobs), duration_ms, done.attempts)
+        return done
+    finally:
+        request_id_var.reset(token)
 
 
 def _tried(records: list[dict]) -> int:

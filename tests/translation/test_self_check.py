@@ -6,6 +6,7 @@ re-run to choose among its candidates (clinical/rerun/execute.py)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import pytest
@@ -294,3 +295,19 @@ async def _check_timed_out(*args, **kwargs):
     """What :func:`clinical.rerun.execute._self_check_bounded` returns when
     the check runs past the re-run's time budget or its engine fails."""
     return None
+
+
+def test_a_reruns_request_id_tags_its_own_log_lines_and_not_the_workers_next_ones(clinician, settings,
+                                                                                monkeypatch, caplog):
+    """A solo-pool worker runs every task in one thread: the re-run's id
+    must not stay on the thread's log context for the next task's lines."""
+    settings.SELF_CHECK_THRESHOLD = 0.6
+    settings.RERUN_CANDIDATES = ("full_precision",)
+    monkeypatch.setattr(execute, "rerun_engine_get", lambda: FakeEngine(answer=BETTER, checks={BETTER: 0.8}))
+    row = doubted_fast_text(clinician)
+    with caplog.at_level(logging.INFO):
+        execute.rerun_execute(translation_id=row.pk)
+        logging.getLogger("celery.worker.strategy").info("Task received")  # the next task's first line
+    completed = next(r for r in caplog.records if r.getMessage().startswith("re-run completed"))
+    assert completed.request_id == str(row.request_id)
+    assert caplog.records[-1].request_id == "-"
