@@ -61,8 +61,11 @@ output:
   negates its own root only, and the output's negated head word (the
   first content word after the cue, three letters or more and not one of
   scikit-learn's English stop words) is flagged when the input states it
-  ("no gas" for "nonspecific bowel gas pattern"). Limited recall by
-  design: a rewording of the negated word is not seen.
+  ("no gas" for "nonspecific bowel gas pattern"). A double negative the
+  input does not have is flagged too: a negative subject and a negated
+  verb in one clause ("None of the studies did not address it" for "None
+  of the included studies addressed it", which reads as its opposite).
+  Limited recall by design: a rewording of the negated word is not seen.
 * ``person``: who is who. First person singular ("I", "my", "me";
   Spanish "yo", "mi", "mis") when the input has no first person (the
   model speaking as the clinician or as the patient); "he"/"she"
@@ -905,6 +908,19 @@ def _implicit_roots(norm: str) -> set[str]:
     return {_stem(_IMPLICIT_PARTS.sub("", m.group(0))) for m in IMPLICIT_NEGATION.finditer(norm)}
 
 
+#: A double negative: a negative subject ("none of", "nobody", "nothing",
+#: "neither") and a negated verb in the same clause ("None of the studies
+#: did not address it"), which reads as the opposite ("all of them did").
+#: The clause ends at a punctuation mark, a conjunction or a subordinating
+#: word ("none dropped out because it was not ..." is not one).
+DOUBLE_NEGATIVE = re.compile(
+    r"\b(?:none|nobody|no\s+one|nothing|neither)\b"
+    r"(?:(?!\b(?:because|who|whom|whose|which|that|when|where|if|although|though|since|while|unless|as|and|"
+    r"or|but|nor)\b)[^.;:!?,\n])*?"
+    r"\b(?:(?:do|does|did|is|are|was|were|has|have|had|can|could|will|would|should|may|might|must)"
+    r"(?:\s+not\b|n't\b)|cannot\b|never\b)")
+
+
 def _negation_flags(source_norm: str, output: str, output_norm: str) -> list[FaithfulnessFlag]:
     in_neg = _negated_spans(source_norm)
     out_neg = _negated_spans(output_norm)
@@ -946,6 +962,11 @@ def _negation_flags(source_norm: str, output: str, output_norm: str) -> list[Fai
                     flags.append(FaithfulnessFlag("negation", output[start:end], start, end,
                                                   "affirmed in output, negated in input"))
                     break
+    # (3) a double negative the input does not have: it turns "none did" into "all did"
+    if not DOUBLE_NEGATIVE.search(source_norm):
+        for match in DOUBLE_NEGATIVE.finditer(output_norm):
+            flags.append(FaithfulnessFlag("negation", output[match.start():match.end()], match.start(),
+                                          match.end(), "double negative, not in input"))
     return flags
 
 
