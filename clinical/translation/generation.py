@@ -32,6 +32,18 @@ from inference.confidence import sequence_confidence
 
 logger = logging.getLogger(__name__)
 
+#: The message a transport cancels a translation's task with when the
+#: clinician asked to stop it (``Task.cancel(CANCEL_REQUESTED)``; asyncio
+#: carries it to the awaiting code as ``CancelledError.args[0]``). Any other
+#: cancellation (the client left, the server stops) is not a request to
+#: discard the text: see :func:`translation_generate`.
+CANCEL_REQUESTED = "cancel requested"
+
+
+def cancel_requested(exc: asyncio.CancelledError) -> bool:
+    """Whether ``exc`` is the clinician's own cancel (:data:`CANCEL_REQUESTED`)."""
+    return bool(exc.args) and exc.args[0] == CANCEL_REQUESTED
+
 
 @dataclass
 class StreamMeter:
@@ -105,7 +117,12 @@ async def translation_generate(
     where no check runs. The row ends
     ``completed`` (with confidence and figures), ``error`` (engine failure;
     the partial text is kept) or, when the calling task is cancelled,
-    ``cancelled`` after the engine request is aborted.
+    ``cancelled`` after the engine request is aborted. Cancelled while the
+    whole text is being checked, the row is ``cancelled`` (its whole text
+    kept; not gated, not re-run) where the clinician asked to stop it
+    (:data:`CANCEL_REQUESTED`), and otherwise (the client left, the server
+    stops) ``completed`` without the check, gated by its confidence: the
+    text can still be read from the history and the API.
 
     Returns:
         The finalised translation.
@@ -173,10 +190,15 @@ async def translation_generate(
             else:
                 figures.self_check = await translation_self_check(translation=translation, engine=engine,
                                                                   text=joiner.text, on_start=checking)
-        except asyncio.CancelledError:  # the text is whole: it completes, gated by its confidence
+        except asyncio.CancelledError as exc:
+            # The text is whole: it completes, gated by its confidence, unless
+            # the clinician stopped it (the socket then says "cancelled").
+            stopped = cancel_requested(exc)
             await asyncio.shield(_finish_async(
-                translation_id=translation.pk, status=Translation.Status.COMPLETED,
+                translation_id=translation.pk,
+                status=Translation.Status.CANCELLED if stopped else Translation.Status.COMPLETED,
                 output_text=joiner.text, figures=figures))
+            logger.info("translation %s during its check", "cancelled" if stopped else "completed unchecked")
             raise
         done = await _finish_async(
             translation_id=translation.pk, status=Translation.Status.COMPLETED,

@@ -9,8 +9,11 @@ definitions. ``checking``: the text is whole and the model is checking it
 sentence) before it is final.
 
 A transport that stops iterating (the client left) or cancels the task
-that iterates (the clinician pressed cancel) stops the engine request; the
-row is then recorded ``cancelled`` (:func:`clinical.translation.generation.translation_generate`).
+that iterates stops the engine request; the row is then recorded
+``cancelled`` (:func:`clinical.translation.generation.translation_generate`).
+Once the text is whole (``checking``) only the clinician's own cancel, the
+task cancelled with :data:`CANCEL_REQUESTED`, records it ``cancelled``;
+otherwise it completes unchecked.
 
 :func:`translation_detach` finishes a stream after its HTTP response has
 been sent, in a context of its own: work spawned from a request's context
@@ -37,6 +40,9 @@ from clinical.translation import glossary_writes as glossary
 from inference.base import Engine
 
 logger = logging.getLogger(__name__)
+
+#: Cancel the iterating task with this message when the clinician asked to stop.
+CANCEL_REQUESTED = generation.CANCEL_REQUESTED
 
 STARTED, TOKEN, CHECKING, DONE, FAILED, UNRECORDED, GLOSSARY = \
     "started", "token", "checking", "done", "failed", "unrecorded", "glossary"
@@ -108,6 +114,7 @@ async def translation_events(*, translation: Translation, engine: Engine,
             queue.put_nowait(_END)
 
     task = asyncio.create_task(run())
+    reason = None  # a cancel's message, passed on to the generation (generation.CANCEL_REQUESTED)
     try:
         yield TranslationEvent(STARTED, translation)
         while (item := await queue.get()) is not _END:
@@ -128,9 +135,12 @@ async def translation_events(*, translation: Translation, engine: Engine,
         before = list(done.glossary or [])
         if await glossary.translation_glossary_explain(translation=done, engine=engine) != before:
             yield TranslationEvent(GLOSSARY, done)
+    except asyncio.CancelledError as exc:
+        reason = exc.args[0] if exc.args else None
+        raise
     finally:
         if not task.done():  # cancelled, or the transport stopped iterating
-            task.cancel()
+            task.cancel(reason)
             await asyncio.gather(task, return_exceptions=True)
 
 

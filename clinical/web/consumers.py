@@ -182,7 +182,7 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
             await self.watch(content.get("id"))
         elif kind == "cancel":
             if self.generating:
-                self.task.cancel()
+                self.task.cancel(stream.CANCEL_REQUESTED)
         else:
             await self.send_error("bad_frame", 'Unknown frame; expected type "translate", "cancel" or "watch".')
 

@@ -13,7 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 
-from clinical.models import APIClient
+from clinical.models import APIClient, AuditEvent, Translation
 from clinical.translation import engine as process_engine
 from inference.fake_engine import FakeEngine
 from tests.frames import frames_until, open_socket
@@ -83,3 +83,30 @@ async def test_the_event_stream_sends_checking_before_done(checking_engine):
     assert names[:4] == ["started", "token", "checking", "done"], names
     checking = dict(events)["checking"]
     assert checking == {"id": dict(events)["started"]["id"], "sentences": 3}
+
+
+async def test_cancel_while_the_text_is_checked_says_cancelled_and_the_row_agrees(clinician, settings):
+    """The clinician presses Cancel after the last word, during the check:
+    the socket says ``cancelled`` and the row and its audit event say the
+    same (before, the row completed and could be re-run while the page
+    said cancelled)."""
+    settings.INFERENCE_ENGINE = "fake"
+    settings.SELF_CHECK_THRESHOLD = 0.6
+    engine = FakeEngine(hang_on="Does the rewrite say the same thing")
+    process_engine.engine_set(engine)
+    try:
+        communicator = await open_socket(clinician)
+        await communicator.send_json_to({"type": "translate", "text": SENTENCE})
+        before = await frames_until(communicator, "checking")
+        await communicator.send_json_to({"type": "cancel"})
+        after = await frames_until(communicator, "cancelled", "done")
+        await communicator.disconnect()
+    finally:
+        process_engine.engine_set(None)
+    assert after[-1] == {"type": "cancelled", "id": before[0]["id"]}
+    row = await Translation.objects.aget(request_id=before[0]["id"])
+    written = "".join(f["text"] for f in before if f["type"] == "token")
+    assert row.status == Translation.Status.CANCELLED and row.output_text == written != ""
+    assert await AuditEvent.objects.filter(event_type="translation", request_id=row.request_id,
+                                           outcome=AuditEvent.Outcome.CANCELLED).acount() == 1
+

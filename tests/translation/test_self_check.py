@@ -19,7 +19,7 @@ from clinical.quality.display import translation_quality_display
 from clinical.quality.measure import translation_quality_payload
 from clinical.rerun import candidates, execute
 from clinical.translation import selectors, services
-from clinical.translation.generation import translation_generate
+from clinical.translation.generation import CANCEL_REQUESTED, translation_generate
 from inference.fake_engine import FakeEngine
 from inference.self_check import SELF_CHECK_PROMPT_VERSION
 
@@ -129,6 +129,27 @@ async def test_a_socket_closed_during_the_check_still_completes_the_whole_text(c
     assert stored.status == Translation.Status.COMPLETED and stored.output_text == FAST
     assert stored.self_check is None and f"{row.request_id}-check" in engine.aborted
     assert await database_sync_to_async(AuditEvent.objects.filter(event_type="translation").count)() == 1
+
+
+async def test_the_clinicians_cancel_during_the_check_records_the_whole_text_cancelled(clinician, settings):
+    """Cancel pressed while the whole text is being checked: the clinician
+    asked to stop, so the row says so (its text kept), and nothing gates or
+    re-runs a text they set aside."""
+    settings.SELF_CHECK_THRESHOLD = 0.6
+    engine = FakeEngine(answer=FAST, logprob=-3.0, hang_on="Does the rewrite say the same thing")
+    row = await create(clinician)
+    task = asyncio.create_task(translation_generate(translation=row, engine=engine, received_ns=time.monotonic_ns()))
+    while f"{row.request_id}-check" not in engine.admitted:
+        await asyncio.sleep(0.01)
+    task.cancel(CANCEL_REQUESTED)
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    stored = await database_sync_to_async(Translation.objects.get)(pk=row.pk)
+    assert stored.status == Translation.Status.CANCELLED and stored.output_text == FAST
+    assert stored.rerun_reason == "" and stored.verification == Translation.Verification.NOT_NEEDED
+    assert f"{row.request_id}-check" in engine.aborted
+    (event,) = await database_sync_to_async(list)(AuditEvent.objects.filter(event_type="translation"))
+    assert event.outcome == AuditEvent.Outcome.CANCELLED
 
 
 def test_the_rerun_keeps_the_candidate_the_model_checks_best_and_records_every_score(clinician, settings,
