@@ -116,6 +116,7 @@ def test_quick_latency_run_reports_every_driver_on_llamacpp(stack_env, tmp_path)
     assert (tmp_path / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_quick_vllm_cpu_settings_run_compares_each_setting_with_the_baseline(tmp_path):
     result = bench("vllm_cpu_settings", "--quick", "--out", str(tmp_path), timeout=600)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

@@ -96,6 +96,7 @@ def test_clinician_watches_a_translation_stream_in(daphne_server, clinician, bro
     assert f"{row.confidence:.2f}" == page.locator("#fig-confidence").inner_text()
 
 
+@pytest.mark.slow
 def test_verified_text_replaces_the_fast_one_and_is_there_on_return(
         daphne_server, celery_worker_process, clinician, browser_page):
     """Below the threshold the page shows verification progress, then swaps
