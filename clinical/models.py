@@ -168,7 +168,7 @@ class Translation(models.Model):
     faithfulness_passed = models.BooleanField(
         null=True, blank=True,
         help_text="The output states no number, unit, drug, side, body site, vital sign, organ failure, "
-                  "negation or person the input does not (clinical.quality.faithfulness).")
+                  "direction (up/down), negation or person the input does not (clinical.quality.faithfulness).")
     faithfulness_flags = models.JSONField(default=list, blank=True,
                                           help_text='Statements not in the input: [{"kind", "text", "start", '
                                                     '"end", "detail"}].')

@@ -72,7 +72,8 @@ class FaithfulnessFlagSerializer(serializers.Serializer):
 
 class FaithfulnessSerializer(serializers.Serializer):
     passed = serializers.BooleanField(allow_null=True, help_text="The output states no number, unit, drug, "
-                                      "side, body site, vital sign, organ failure, negation or person the "
+                                      "side, body site, vital sign, organ failure, direction (up/down), "
+                                      "negation or person the "
                                       "input does not (null until completed).")
     flags = FaithfulnessFlagSerializer(many=True)
 

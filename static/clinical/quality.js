@@ -18,10 +18,11 @@
   const SAFETY_UNCHECKED = "Not checked (the explanation did not complete).";
   const FLAG_LABELS = {
     number: "Number", unit: "Unit", drug: "Drug", laterality: "Side (left/right)",
-    body_site: "Body part", vital_sign: "Vital sign", organ_function: "Organ function", negation: "Negation", person: "Who (I/he/she)",
+    body_site: "Body part", vital_sign: "Vital sign", organ_function: "Organ function",
+    direction: "Direction (up/down)", negation: "Negation", person: "Who (I/he/she)",
   };
   const FAITHFULNESS_PASSED = "Nothing added: the explanation states no number, unit, drug, side, body part, " +
-    "vital sign, organ failure, negation or person that the diagnosis does not.";
+    "vital sign, organ failure, direction (up/down), negation or person that the diagnosis does not.";
   const NOT_MEASURED = "Not measured for this language.";
   // The model's own check; {p}, {t}: P(yes) and the gate's threshold in whole percent.
   const SELF_CHECK_PASSED = "Says the same as the diagnosis by the model's own check: {p} % " +

@@ -131,3 +131,46 @@ def test_identity_property_on_tricky_words():
         assert faithfulness_check(text, text, language=language).passed
 
     identity()
+
+
+def test_a_direction_the_unseen_cochrane_sample_reversed_is_flagged_and_no_other_of_its_40():
+    import json
+
+    rows = [json.loads(line) for line in
+            (ROOT / "docs" / "quality" / "unseen-cochrane-sample.jsonl").read_text(encoding="utf-8").splitlines()]
+    flagged = [row["line"] for row in rows
+               if any(f.kind == "direction" for f in faithfulness_check(row["input"], row["delivered"]).flags)]
+    assert len(rows) == 40 and flagged == [233]  # "Naloxone helps lower blood pressure" for "improves"
+
+
+@pytest.mark.parametrize("source,output", [
+    ("Naloxone improves blood pressure .", "Naloxone lowers your blood pressure."),
+    ("Hypotension .", "Your blood pressure is high."),
+    ("Blood pressure decreased .", "Your blood pressure went up."),
+    ("Fever .", "Your temperature is low."),
+])
+def test_a_reversed_or_invented_direction_is_flagged(source, output):
+    assert [f.kind for f in faithfulness_check(source, output).flags] == ["direction"]
+
+
+@pytest.mark.parametrize("source,output", [
+    # a treatment of a state is no reversal: a state and a change are different types
+    ("Antihypertensive therapy for hypertension .", "Medicine that lowers blood pressure."),
+    # a condition to avoid is no value
+    ("Hypoglycaemia was more common with insulin .", "Insulin aimed to avoid high blood sugar."),
+    # a comparison contradicts only a comparison
+    ("The block gave a lower heart rate than placebo .", "An increased heart rate can be a sign of pain."),
+    # a negated direction states none, on either side
+    ("Blood pressure did not rise .", "Your blood pressure did not go down or up."),
+    # oxygen has one good direction
+    ("Improves oxygenation .", "Raises the oxygen level in your blood."),
+    # "go up" / "set up": only a verb of movement makes "up" a direction
+    ("Heart rate was controlled .", "They set up a heart rate monitor."),
+])
+def test_a_direction_the_input_grounds_or_states_none_of_is_not_flagged(source, output):
+    assert not [f for f in faithfulness_check(source, output).flags if f.kind == "direction"]
+
+
+def test_direction_is_not_checked_in_spanish():
+    result = faithfulness_check("Blood pressure is high .", "Su presión arterial es baja.", language="es")
+    assert "direction" not in result.checked and result.passed
