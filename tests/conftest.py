@@ -54,6 +54,7 @@ def pytest_configure(config):
 HEAVY_GROUP = "heavy"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups
 def pytest_collection_modifyitems(config, items):
     """Mark the tests under tests/live/ ``live``; refuse real-stack fixtures
     elsewhere; give each test its pytest-xdist group (:data:`HEAVY_GROUP`)."""
