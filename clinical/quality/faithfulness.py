@@ -851,8 +851,15 @@ IMPLICIT_NEGATION = re.compile(rf"\b(?:{'|'.join(IMPLICIT_PREFIXES)})[a-z]{{4,}}
                                rf"|\b[a-z]+(?:{'|'.join(IMPLICIT_SUFFIXES)})\b")
 #: The prefix and suffix of an implicit negation, stripped to leave the root it negates.
 _IMPLICIT_PARTS = re.compile(rf"^(?:{'|'.join(IMPLICIT_PREFIXES)})(?=[a-z]{{4}})|(?:{'|'.join(IMPLICIT_SUFFIXES)})$")
-SCOPE_TERMINATORS = {"but", "however", "although", "though", "except", "which", "who", "because", "since",
-                     "and", "or", "so", "while", "when", "if", "as"}
+#: Conjunctions and subordinating or relative words that start another
+#: clause, shared by the negation scope (:data:`SCOPE_TERMINATORS`) and the
+#: one-clause rule of :data:`DOUBLE_NEGATIVE` (:data:`CLAUSE_WORDS`).
+_CLAUSE_START = {"but", "although", "though", "which", "who", "because", "since", "and", "or", "while", "when",
+                 "if", "as"}
+SCOPE_TERMINATORS = _CLAUSE_START | {"however", "except", "so"}
+#: Not "so", "however" or "except", which end a negation's scope but may
+#: stand inside one clause ("nothing so far has not worked").
+CLAUSE_WORDS = _CLAUSE_START | {"whom", "whose", "that", "where", "unless", "nor"}
 STOPWORDS = {"the", "any", "of", "for", "to", "in", "on", "at", "with", "is", "are", "was", "were", "be", "been",
              "has", "have", "had", "evidence", "signs", "sign", "acute", "other", "significant", "obvious",
              "known", "history", "there", "this", "that", "your", "you", "they", "them", "their", "his", "her",
@@ -926,12 +933,11 @@ def _implicit_roots(norm: str) -> set[str]:
 #: A double negative: a negative subject ("none of", "nobody", "nothing",
 #: "neither") and a negated verb in the same clause ("None of the studies
 #: did not address it"), which reads as the opposite ("all of them did").
-#: The clause ends at a punctuation mark, a conjunction or a subordinating
-#: word ("none dropped out because it was not ..." is not one).
+#: The clause ends at a punctuation mark or a clause word
+#: (:data:`CLAUSE_WORDS`: "none dropped out because it was not ..." is not one).
 DOUBLE_NEGATIVE = re.compile(
     r"\b(?:none|nobody|no\s+one|nothing|neither)\b"
-    r"(?:(?!\b(?:because|who|whom|whose|which|that|when|where|if|although|though|since|while|unless|as|and|"
-    r"or|but|nor)\b)[^.;:!?,\n])*?"
+    r"(?:(?!\b(?:" + "|".join(sorted(CLAUSE_WORDS)) + r")\b)[^.;:!?,\n])*?"
     r"\b(?:(?:do|does|did|is|are|was|were|has|have|had|can|could|will|would|should|may|might|must)"
     r"(?:\s+not\b|n't\b)|cannot\b|never\b)")
 
