@@ -19,9 +19,9 @@ if [ -z "${DATABASE_URL:-}" ]; then
     echo "==> tests on SQLite (no PostgreSQL at $PG_URL)"
   fi
 fi
-# Two workers (pytest-xdist): the live tests mostly wait on processes they
-# started, so the second core is idle in a serial run. The slow tests (the
-# 1.5B model, vLLM) form one group that runs in one worker, one at a time
-# (tests/conftest.py, HEAVY_GROUP), which bounds memory. TEST_WORKERS=0 runs
-# the suite serially.
-exec .venv/bin/python -m pytest -n "${TEST_WORKERS:-2}" --dist loadgroup "$@"
+# Two workers (pytest-xdist), a test file to a worker (--dist loadfile, so a
+# module's fixtures start once): the live tests mostly wait on the processes
+# they start, so a serial run leaves the second core idle. No test runs vLLM
+# on the 1.5B model (their vLLM engines load SmolLM2), so two files' stacks
+# fit the memory side by side. TEST_WORKERS=0 runs the suite serially.
+exec .venv/bin/python -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile "$@"

@@ -45,24 +45,12 @@ def pytest_configure(config):
         pytest.exit(str(exc), returncode=4)
 
 
-#: The pytest-xdist group of the ``slow`` tests (the 1.5B model or vLLM):
-#: ``make test`` runs the suite in two workers (``--dist loadgroup``), and
-#: this group stays in one of them, one test at a time, so two vLLM
-#: engines (about 10 GB each for the 1.5B model in float32) never share
-#: the machine's memory and cores. Every other test is grouped by its
-#: module, so a module's fixtures start once, as in a serial run.
-HEAVY_GROUP = "heavy"
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups
 def pytest_collection_modifyitems(config, items):
     """Mark the tests under tests/live/ ``live``; refuse real-stack fixtures
-    elsewhere; give each test its pytest-xdist group (:data:`HEAVY_GROUP`)."""
+    elsewhere."""
     live_dir = ROOT / "tests" / "live"
     misplaced = []
     for item in items:
-        heavy = item.get_closest_marker("slow") is not None
-        item.add_marker(pytest.mark.xdist_group(HEAVY_GROUP if heavy else item.module.__name__))
         if live_dir in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.live)
         elif LIVE_FIXTURES & set(getattr(item, "fixturenames", ())):
