@@ -14,6 +14,7 @@ class ClinicalConfig(AppConfig):
 
         connect_signals()
         post_migrate.connect(_append_only_triggers, sender=self, dispatch_uid="clinical.append_only")
+        post_migrate.connect(_roles, sender=self, dispatch_uid="clinical.roles")
 
 
 def _append_only_triggers(sender, using, **kwargs) -> None:
@@ -22,3 +23,12 @@ def _append_only_triggers(sender, using, **kwargs) -> None:
     from clinical.audit import append_only_triggers_ensure
 
     append_only_triggers_ensure(connection=connections[using])
+
+
+def _roles(sender, using, **kwargs) -> None:
+    from django.apps import apps as installed_apps
+
+    from clinical.roles import roles_ensure
+
+    # migrate passes its project state's registry; flush passes none
+    roles_ensure(apps=kwargs.get("apps") or installed_apps, using=using)

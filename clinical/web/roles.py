@@ -1,6 +1,6 @@
-"""Who may translate: members of the ``Clinician`` group (created by
-migration 0004; hospital IT puts accounts in it from the admin). A user in
-no group, IT staff and superusers are refused: the pages answer 403 and the
+"""Who may translate: members of the ``Clinician`` group
+(:mod:`clinical.roles`; hospital IT puts accounts in it from the admin). A
+user in no group, IT staff and superusers are refused: the pages answer 403 and the
 socket is closed with 4403 after an error frame. API clients are not users;
 their scopes decide (:mod:`clinical.api.auth`)."""
 
@@ -11,9 +11,8 @@ from functools import wraps
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 
-#: The group whose members may translate, and the one group IT may put an
-#: account in from the admin (migration 0004 creates it).
-CLINICIAN_GROUP = "Clinician"
+from clinical.roles import CLINICIAN_GROUP
+
 #: What a signed-in user outside the group is told (page and socket).
 NOT_A_CLINICIAN_MESSAGE = ("Only clinicians may translate or read translations. Your account is not in the "
                            "Clinician group; ask hospital IT if it should be.")

@@ -1,0 +1,52 @@
+"""The two roles, as Django groups with their permissions: ``Clinician``
+(translates; :mod:`clinical.web.roles`) and ``IT`` (runs the service from
+the admin: reads the audit log, translations and re-runs, manages accounts
+and API clients; no clinical text is shown there unaudited).
+
+Migrations 0004 and 0006 created them; :func:`roles_ensure` makes them so
+again after every ``migrate`` and ``flush`` (a ``post_migrate`` handler,
+:mod:`clinical.apps`), because ``flush`` empties every table, groups
+included, and only permissions and content types are recreated by Django
+itself. A test database that transactional tests flush therefore keeps its
+roles whatever order the tests run in.
+"""
+
+from __future__ import annotations
+
+CLINICIAN_GROUP = "Clinician"
+IT_GROUP = "IT"
+#: ``(app label, model, actions)`` granted to the IT group (0004, then
+#: 0006 for API clients).
+IT_PERMISSIONS = [
+    ("clinical", "auditevent", ["view"]),
+    ("clinical", "translation", ["view"]),
+    ("clinical", "rerun", ["view"]),
+    ("clinical", "apiclient", ["view", "add", "change"]),
+    ("auth", "user", ["view", "add", "change"]),
+    ("auth", "group", ["view"]),
+    ("axes", "accessattempt", ["view"]),
+    ("axes", "accessfailurelog", ["view"]),
+    ("axes", "accesslog", ["view"]),
+    ("auditlog", "logentry", ["view"]),
+]
+
+
+def roles_ensure(*, apps, using: str = "default") -> None:
+    """Create the ``Clinician`` and ``IT`` groups where missing and give IT
+    its permissions (:data:`IT_PERMISSIONS`); idempotent, never removes a
+    permission a site added. ``apps``: the app registry to read models
+    from (``post_migrate``'s, or :data:`django.apps.apps`). Every app's
+    permissions are created first, as the apps after this one in
+    ``INSTALLED_APPS`` have not had their ``post_migrate`` yet."""
+    from django.apps import apps as installed_apps
+    from django.contrib.auth.management import create_permissions
+
+    for app_config in installed_apps.get_app_configs():  # the installed apps' configs, models from ``apps``
+        create_permissions(app_config, verbosity=0, using=using, apps=apps)
+    Group = apps.get_model("auth", "Group")
+    Permission = apps.get_model("auth", "Permission")
+    Group.objects.using(using).get_or_create(name=CLINICIAN_GROUP)
+    it, _ = Group.objects.using(using).get_or_create(name=IT_GROUP)
+    for app_label, model, actions in IT_PERMISSIONS:
+        it.permissions.add(*Permission.objects.using(using).filter(
+            content_type__app_label=app_label, codename__in=[f"{action}_{model}" for action in actions]))
