@@ -115,17 +115,24 @@ async def test_on_a_busy_cpu_engine_the_check_is_skipped_and_the_confidence_gate
     assert f"{second.request_id}-check" in engine.admitted
 
 
-async def test_a_socket_closed_during_the_check_still_completes_the_whole_text(clinician, settings):
-    settings.SELF_CHECK_THRESHOLD = 0.6
-    engine = FakeEngine(answer=FAST, logprob=-0.01, hang_on="Does the rewrite say the same thing")
-    row = await create(clinician)
+async def cancelled_during_the_check(user, engine: FakeEngine, *message: str) -> tuple[Translation, Translation]:
+    """Generate KNEE on ``engine`` (whose check hangs), cancel the task
+    with ``message`` once the check is asked, and return the row as
+    created and as stored."""
+    row = await create(user)
     task = asyncio.create_task(translation_generate(translation=row, engine=engine, received_ns=time.monotonic_ns()))
     while f"{row.request_id}-check" not in engine.admitted:
         await asyncio.sleep(0.01)
-    task.cancel()
+    task.cancel(*message)
     with pytest.raises(asyncio.CancelledError):
         await task
-    stored = await database_sync_to_async(Translation.objects.get)(pk=row.pk)
+    return row, await database_sync_to_async(Translation.objects.get)(pk=row.pk)
+
+
+async def test_a_socket_closed_during_the_check_still_completes_the_whole_text(clinician, settings):
+    settings.SELF_CHECK_THRESHOLD = 0.6
+    engine = FakeEngine(answer=FAST, logprob=-0.01, hang_on="Does the rewrite say the same thing")
+    row, stored = await cancelled_during_the_check(clinician, engine)
     assert stored.status == Translation.Status.COMPLETED and stored.output_text == FAST
     assert stored.self_check is None and f"{row.request_id}-check" in engine.aborted
     assert await database_sync_to_async(AuditEvent.objects.filter(event_type="translation").count)() == 1
@@ -137,14 +144,7 @@ async def test_the_clinicians_cancel_during_the_check_records_the_whole_text_can
     re-runs a text they set aside."""
     settings.SELF_CHECK_THRESHOLD = 0.6
     engine = FakeEngine(answer=FAST, logprob=-3.0, hang_on="Does the rewrite say the same thing")
-    row = await create(clinician)
-    task = asyncio.create_task(translation_generate(translation=row, engine=engine, received_ns=time.monotonic_ns()))
-    while f"{row.request_id}-check" not in engine.admitted:
-        await asyncio.sleep(0.01)
-    task.cancel(CANCEL_REQUESTED)
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    stored = await database_sync_to_async(Translation.objects.get)(pk=row.pk)
+    row, stored = await cancelled_during_the_check(clinician, engine, CANCEL_REQUESTED)
     assert stored.status == Translation.Status.CANCELLED and stored.output_text == FAST
     assert stored.rerun_reason == "" and stored.verification == Translation.Verification.NOT_NEEDED
     assert f"{row.request_id}-check" in engine.aborted
