@@ -14,7 +14,7 @@ from inference.models import default_gguf_path, smollm2_gguf_path
 from inference.self_check import SELF_CHECK_PROMPT_VERSION
 from tests.conftest import in_thread
 from tests.data import laymaker_sentences
-from tests.frames import translate_over_socket
+from tests.frames import receive_until, translate_over_socket
 
 
 def assert_stream_matches_row(frames: list[dict], user) -> Translation:
@@ -127,3 +127,27 @@ async def test_a_missing_model_gives_503_and_a_clear_error_frame(daphne_server, 
     assert await in_thread(lambda: Translation.objects.count()) == 0
     event = await in_thread(lambda: AuditEvent.objects.get())
     assert (event.outcome, event.error_class, event.actor) == ("error", "EngineError", clinician.username)
+
+
+async def test_cancel_while_the_text_is_checked_is_recorded_cancelled_by_the_served_stack(daphne_server, clinician):
+    """Through ``python -m clinical.serve``: the clinician presses Cancel
+    after the last word, while the model checks the text (here a check that
+    never answers). The socket says ``cancelled``, and the row and its one
+    audit event say the same, with the whole text kept."""
+    server = daphne_server(INFERENCE_ENGINE="fake", SELF_CHECK_THRESHOLD="0.6",
+                           FAKE_ENGINE_HANG_ON="Does the rewrite say the same thing")
+    session = server.login(clinician.username)
+    async with connect(server.ws_url + "/ws/translate/", open_timeout=30, additional_headers={
+            "Cookie": f"sessionid={session}", "Origin": server.base_url}) as socket:
+        await socket.send(json.dumps({"type": "translate", "text": laymaker_sentences()[4]}))
+        before = await receive_until(socket, ("checking", "done", "error"), timeout=60)
+        assert before[-1]["type"] == "checking", before[-1]
+        await socket.send(json.dumps({"type": "cancel"}))
+        after = await receive_until(socket, ("cancelled", "done", "error"), timeout=30)
+    assert after[-1] == {"type": "cancelled", "id": before[0]["id"]}
+    row = await in_thread(lambda: Translation.objects.get(request_id=before[0]["id"]))
+    assert row.status == Translation.Status.CANCELLED and row.verification == Translation.Verification.NOT_NEEDED
+    assert row.output_text == "".join(f["text"] for f in before if f["type"] == "token") != ""
+    outcomes = await in_thread(lambda: list(AuditEvent.objects.filter(
+        event_type="translation", request_id=row.request_id).values_list("outcome", flat=True)))
+    assert outcomes == [AuditEvent.Outcome.CANCELLED]
