@@ -35,14 +35,12 @@ def roles_ensure(*, apps, using: str = "default") -> None:
     """Create the ``Clinician`` and ``IT`` groups where missing and give IT
     its permissions (:data:`IT_PERMISSIONS`); idempotent, never removes a
     permission a site added. ``apps``: the app registry to read models
-    from (``post_migrate``'s, or :data:`django.apps.apps`). Every app's
-    permissions are created first, as the apps after this one in
-    ``INSTALLED_APPS`` have not had their ``post_migrate`` yet."""
-    from django.apps import apps as installed_apps
-    from django.contrib.auth.management import create_permissions
+    from (``post_migrate``'s, or :data:`django.apps.apps`).
 
-    for app_config in installed_apps.get_app_configs():  # the installed apps' configs, models from ``apps``
-        create_permissions(app_config, verbosity=0, using=using, apps=apps)
+    The permissions must exist already: Django's own ``post_migrate``
+    handler creates each app's, and ``clinical`` is the last of
+    ``INSTALLED_APPS``, so every app IT has permissions in has had its
+    handler when this runs (the flush test checks IT's full set)."""
     Group = apps.get_model("auth", "Group")
     Permission = apps.get_model("auth", "Permission")
     Group.objects.using(using).get_or_create(name=CLINICIAN_GROUP)
