@@ -186,11 +186,28 @@ WEAK_NUMBER_WORDS = {"one", "a", "an", "un", "una", "uno", "first", "primero", "
 COUNT_WORDS = {"once": 1, "twice": 2, "thrice": 3, "single": 1, "double": 2, "triple": 3, "dozen": 12,
                "couple": 2, "pair": 2, "both": 2, "bilateral": 2, "bilaterally": 2, "dos veces": 2,
                "una vez": 1, "bicuspid": 2, "tricuspid": 3, "biceps": 2, "triceps": 3, "quadriceps": 4}
+#: What may separate the words of one number: spaces or hyphens
+#: ("twenty-nine"), with an "and" / "y" between ("one hundred and twelve",
+#: "ochenta y uno"), which :func:`clinical.quality.safety.number_words`
+#: leaves out of its forms.
+_NUMBER_WORD_GAP = r"[\s-]+(?:(?:and|y)[\s-]+)?"
+
+
+def number_word_key(text: str) -> str:
+    """A number written in words, as the keys of :func:`_number_words_re`'s
+    values: "Twenty-nine" and "twenty nine" give "twenty nine", "one
+    hundred and twelve" gives "one hundred twelve"."""
+    words = re.split(r"[\s-]+", text.lower().strip())
+    return " ".join(w for w in words if w not in ("and", "y")) if len(words) > 1 else words[0]
+
+
 @functools.cache
 def _number_words_re() -> tuple[re.Pattern, dict[str, Decimal]]:
     """Number words 0-100, tens and hundreds to 1,000, ordinals to 31,
-    English and Spanish (num2words), as one regular expression, with each
-    word's value."""
+    English and Spanish (num2words), as one regular expression in which
+    the words of a number may be joined by spaces or hyphens, with "and"
+    between them or not (:data:`_NUMBER_WORD_GAP`), with each number's
+    value by :func:`number_word_key`."""
     values: dict[str, Decimal] = {}
     numbers = list(range(101)) + list(range(200, 1001, 100)) + [1000, 1500, 2000]
     for n in numbers:
@@ -200,7 +217,8 @@ def _number_words_re() -> tuple[re.Pattern, dict[str, Decimal]]:
     for word, value in COUNT_WORDS.items():
         values.setdefault(word, Decimal(value))
     alternatives = sorted(values, key=len, reverse=True)
-    return re.compile(r"(?<![a-z])(?:" + "|".join(map(re.escape, alternatives)) + r")(?![a-z])"), values
+    patterns = (_NUMBER_WORD_GAP.join(map(re.escape, form.split(" "))) for form in alternatives)
+    return re.compile(r"(?<![a-z])(?:" + "|".join(patterns) + r")(?![a-z])"), values
 
 
 def _decimal(text: str) -> Decimal | None:
@@ -234,7 +252,7 @@ def _numbers(norm: str, language: str, *, output: bool) -> list[tuple[int, int, 
         # a range or a score written together: "2-3", "3/5", "1+"
     pattern, values = _number_words_re()
     for m in pattern.finditer(norm):
-        word = re.sub(r"\s+", " ", m.group(0))
+        word = number_word_key(m.group(0))
         if output and word in WEAK_NUMBER_WORDS:
             continue
         found.append((m.start(), m.end(), {values[word]}, True))
