@@ -141,13 +141,16 @@ def render(rows: list[dict]) -> str:
              + (f", {counts['unjudged']} not judged" if counts["unjudged"] else "")
              + f" of {len(rows)}; the gate re-ran "
              + f"{sum(1 for r in rows if r.get('verification') in ('verified', 'failed'))}.",
-             "", "| n | line | input | delivered (fast text where it differs) | re-run reason | verdict | why |",
+             "", "| n | line | input | delivered (fast text where it differs) | gate | verdict | why |",
              "|---|---|---|---|---|---|---|"]
     for row in rows:
         shown = row.get("delivered", "")
         if row.get("fast") and row.get("fast") != shown:
             shown += f" (fast: {row['fast']})"
-        cells = [str(row["n"]), str(row["line"]), row["input"], shown, row.get("rerun_reason") or "–",
+        gate = f"re-run ({row['rerun_reason']})" if row.get("rerun_reason") else "passed"
+        if (row.get("self_check") or {}).get("p_yes") is not None:
+            gate += f", P(yes) {row['self_check']['p_yes']:.2f}"
+        cells = [str(row["n"]), str(row["line"]), row["input"], shown, gate,
                  row.get("verdict", ""), row.get("reason", "")]
         lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
     return "\n".join(lines) + "\n"

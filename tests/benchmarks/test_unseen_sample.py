@@ -43,11 +43,13 @@ def test_draw_refuses_more_sentences_than_the_abstracts_hold():
 
 def test_report_counts_the_verdicts_a_reader_wrote():
     rows = [{"n": 0, "line": 3, "input": "a", "delivered": "b", "fast": "c", "verification": "verified",
-             "verdict": "wrong", "reason": "flipped"},
+             "rerun_reason": "low_self_check", "self_check": {"p_yes": 0.4321}, "verdict": "wrong",
+             "reason": "flipped"},
             {"n": 1, "line": 4, "input": "d", "delivered": "d", "fast": "d", "verification": "not_needed",
              "verdict": "correct"},
             {"n": 2, "line": 5, "input": "e | f", "delivered": "e", "verification": "not_needed"}]
     text = unseen_sample.render(rows)
     assert text.startswith("**1 correct**, **0 lossy**, **1 wrong**, 1 not judged of 3; the gate re-ran 1.")
-    assert "| 0 | 3 | a | b (fast: c) | – | wrong | flipped |" in text
+    assert "| 0 | 3 | a | b (fast: c) | re-run (low_self_check), P(yes) 0.43 | wrong | flipped |" in text
+    assert "| 1 | 4 | d | d | passed | correct |  |" in text
     assert "e \\| f" in text  # a pipe in the sentence does not break the table
