@@ -59,7 +59,8 @@ class SafetyItemSerializer(serializers.Serializer):
 
 class SafetySerializer(serializers.Serializer):
     passed = serializers.BooleanField(allow_null=True, help_text="Every number with its unit, dose, drug, "
-                                      "side and negation of the input is in the output, and (English output) "
+                                      "side, negation, hedge and qualifier of extent (partial, not "
+                                      "completely) of the input is in the output, and (English output) "
                                       "each medical term is kept or explained (null until completed).")
     missing = SafetyItemSerializer(many=True)
 

@@ -52,7 +52,7 @@ from functools import lru_cache
 from clinical.quality import safety_vocab as vocab
 from clinical.quality import terms
 
-KINDS = ("dose", "measurement", "number", "drug", "laterality", "negation", "uncertainty", "term")
+KINDS = ("dose", "measurement", "number", "drug", "laterality", "negation", "uncertainty", "extent", "term")
 
 
 @dataclass(frozen=True)
@@ -380,11 +380,25 @@ def _uncertainty_items(input_text: str, output_norm: str) -> list[tuple[SafetyIt
     return [(SafetyItem("uncertainty", cue.group(0)), index < doubts) for index, cue in enumerate(cues)]
 
 
+_EXTENT_IN = re.compile(vocab.EXTENT_INPUT)
+_EXTENT_OUT = re.compile(vocab.EXTENT_OUTPUT)
+
+
+def _extent_items(input_text: str, output_norm: str) -> list[tuple[SafetyItem, bool]]:
+    """``[(item, present)]``: each qualifier of extent in the input
+    ("partially", "not completely"), paired by count with the output's
+    words of part (the last cues go missing first), as for hedges."""
+    cues = list(_EXTENT_IN.finditer(normalize(input_text)))
+    parts = len(_EXTENT_OUT.findall(output_norm))
+    return [(SafetyItem("extent", cue.group(0)), index < parts) for index, cue in enumerate(cues)]
+
+
 # ---------------------------------------------------------------- the check
 
 def safety_check(*, input_text: str, output_text: str, language: str = "en") -> SafetyResult:
-    """Check that every dose, measurement, number, drug, side, negation and
-    hedge of ``input_text`` is present in ``output_text``, and (English output)
+    """Check that every dose, measurement, number, drug, side, negation,
+    hedge and qualifier of extent of ``input_text`` is present in
+    ``output_text``, and (English output)
     that every medical term is kept or explained (rules above).
 
     Args:
@@ -433,6 +447,9 @@ def safety_check(*, input_text: str, output_text: str, language: str = "en") -> 
         record(item, index not in missing_negations)
 
     for item, present in _uncertainty_items(input_text, output_norm):
+        record(item, present)
+
+    for item, present in _extent_items(input_text, output_norm):
         record(item, present)
 
     if language == "en":

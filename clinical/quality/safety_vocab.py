@@ -122,6 +122,20 @@ UNCERTAINTY_OUTPUT = (r"\b(?:possible|possibly|probable|probably|likely|unlikely
                       r"probable\w*|quizas?|tal\s+vez|puede\w*|podria\w*|sospech\w*|parece\w*|descartar|duda\w*|"
                       r"especific\w*)\b"
                       r"|(?:\bnot|n't|\bno)\s+(?:[a-z]+\s+)?(?:sure|certain|clear|seguro|segura|claro)\b")
+#: A qualifier of extent in the input: the finding or the act holds in part
+#: ("partially resolved", "partial tear", "incomplete emptying", "not
+#: completely performed", "not fully healed", "not all"). Dropped, the text
+#: says it holds in full, or (under a negation) not at all. NegEx-style
+#: cue words; the degree modifiers of ConText are about certainty, not extent.
+EXTENT_INPUT = (r"\b(?:partial|partially|partly|incomplete|incompletely|in\s+part|"
+                r"not\s+(?:yet\s+)?(?:complete|completely|fully|full|entirely|totally|all|always))\b")
+#: Words of part in the output (English and Spanish, accents removed): the
+#: cues themselves and their lay forms ("part of", "some", "only", "still",
+#: "not all the way"), lenient on purpose, as the uncertainty kind is.
+EXTENT_OUTPUT = (r"\b(?:partial\w*|partly|incomplete\w*|part|parts|partway|halfway|half|some|somewhat|only|"
+                 r"still|mostly|almost|nearly|bit|little|not\s+(?:\w+\s+)?(?:yet|complete\w*|full\w*|"
+                 r"entire\w*|total\w*|all|always|whole|finished|done)|parcial\w*|incomplet\w*|"
+                 r"parte|algun\w*|solo|todavia|aun|casi)\b")
 #: Words that end a negation's scope (NegEx terminators) besides punctuation.
 SCOPE_TERMINATORS = {"but", "however", "although", "though", "except", "which", "who"}
 #: Words in a negation's scope that do not identify it.

@@ -11,10 +11,11 @@
   const KIND_LABELS = {
     dose: "Dose", measurement: "Measurement", number: "Number", drug: "Drug",
     laterality: "Side (left/right)", negation: "Negation", uncertainty: "Uncertainty (possible, probable)",
-    term: "Medical term (not kept or explained)",
+    extent: "Extent (partial, not completely)", term: "Medical term (not kept or explained)",
   };
   const SAFETY_PASSED = "Nothing missing: every number with its unit, dose, drug name, side (left/right), " +
-    "negation and uncertainty (possible, probable) of the diagnosis is in the explanation, and each medical term is kept or explained.";
+    "negation, uncertainty (possible, probable) and extent (partial, not completely) of the diagnosis is in the " +
+    "explanation, and each medical term is kept or explained.";
   const SAFETY_UNCHECKED = "Not checked (the explanation did not complete).";
   const FLAG_LABELS = {
     number: "Number", unit: "Unit", drug: "Drug", laterality: "Side (left/right)",
