@@ -979,8 +979,11 @@ def _negation_flags(source_norm: str, output: str, output_norm: str) -> list[Fai
             if not STRONG_CUE.fullmatch(output_norm[cue_start:cue_end]):
                 continue
             if implicit:
-                head = next((w.group(0) for w in _WORD.finditer(output_norm[cue_end:scope_end])
-                             if _head_word(w.group(0))), None)
+                words = [w.group(0) for w in _WORD.finditer(output_norm[cue_end:scope_end])]
+                head = next((w for w in words if _head_word(w)), None)
+                before_head = words[:words.index(head)] if head else words
+                if any(_stem(w) in roots for w in before_head + ([head] if head else [])):
+                    continue  # the input's own implicit negation in words: "not clear" for "unclear"
                 hit = {_stem(head)} & in_heads if head else set()
             else:
                 hit = stems & in_all
