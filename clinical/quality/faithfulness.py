@@ -116,7 +116,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from clinical.quality.function_claims import organ_function_spans
-from clinical.quality.safety import number_words
+from clinical.quality.safety import _numeric_space, number_words  # one folding for forms and matches
 from clinical.quality.safety_vocab import LATERALITY_INPUT, UNITS
 from clinical.quality.textnorm import normalize
 from clinical.quality.vitals import vital_sign_spans
@@ -189,16 +189,9 @@ COUNT_WORDS = {"once": 1, "twice": 2, "thrice": 3, "single": 1, "double": 2, "tr
 #: What may separate the words of one number: spaces or hyphens
 #: ("twenty-nine"), with an "and" / "y" between ("one hundred and twelve",
 #: "ochenta y uno"), which :func:`clinical.quality.safety.number_words`
-#: leaves out of its forms.
+#: leaves out of its forms (its ``_numeric_space`` folds a match back to
+#: such a form).
 _NUMBER_WORD_GAP = r"[\s-]+(?:(?:and|y)[\s-]+)?"
-
-
-def number_word_key(text: str) -> str:
-    """A number written in words, as the keys of :func:`_number_words_re`'s
-    values: "Twenty-nine" and "twenty nine" give "twenty nine", "one
-    hundred and twelve" gives "one hundred twelve"."""
-    words = re.split(r"[\s-]+", text.lower().strip())
-    return " ".join(w for w in words if w not in ("and", "y")) if len(words) > 1 else words[0]
 
 
 @functools.cache
@@ -207,7 +200,7 @@ def _number_words_re() -> tuple[re.Pattern, dict[str, Decimal]]:
     English and Spanish (num2words), as one regular expression in which
     the words of a number may be joined by spaces or hyphens, with "and"
     between them or not (:data:`_NUMBER_WORD_GAP`), with each number's
-    value by :func:`number_word_key`."""
+    value by its form (``_numeric_space`` of a match gives it)."""
     values: dict[str, Decimal] = {}
     numbers = list(range(101)) + list(range(200, 1001, 100)) + [1000, 1500, 2000]
     for n in numbers:
@@ -252,7 +245,7 @@ def _numbers(norm: str, language: str, *, output: bool) -> list[tuple[int, int, 
         # a range or a score written together: "2-3", "3/5", "1+"
     pattern, values = _number_words_re()
     for m in pattern.finditer(norm):
-        word = number_word_key(m.group(0))
+        word = _numeric_space(m.group(0))
         if output and word in WEAK_NUMBER_WORDS:
             continue
         found.append((m.start(), m.end(), {values[word]}, True))
@@ -981,8 +974,7 @@ def _negation_flags(source_norm: str, output: str, output_norm: str) -> list[Fai
             if implicit:
                 words = [w.group(0) for w in _WORD.finditer(output_norm[cue_end:scope_end])]
                 head = next((w for w in words if _head_word(w)), None)
-                before_head = words[:words.index(head)] if head else words
-                if any(_stem(w) in roots for w in before_head + ([head] if head else [])):
+                if any(_stem(w) in roots for w in (words[:words.index(head) + 1] if head else words)):
                     continue  # the input's own implicit negation in words: "not clear" for "unclear"
                 hit = {_stem(head)} & in_heads if head else set()
             else:

@@ -372,25 +372,20 @@ _UNCERTAINTY_IN = re.compile(vocab.UNCERTAINTY_INPUT)
 _UNCERTAINTY_OUT = re.compile(vocab.UNCERTAINTY_INPUT + "|" + vocab.UNCERTAINTY_OUTPUT)  # a cue kept is a doubt kept
 
 
-def _uncertainty_items(input_text: str, output_norm: str) -> list[tuple[SafetyItem, bool]]:
-    """``[(item, present)]``: each hedge cue of the input, paired by count
-    with the output's words of doubt (the last cues go missing first)."""
-    cues = list(_UNCERTAINTY_IN.finditer(normalize(input_text)))
-    doubts = len(_UNCERTAINTY_OUT.findall(output_norm))
-    return [(SafetyItem("uncertainty", cue.group(0)), index < doubts) for index, cue in enumerate(cues)]
-
-
 _EXTENT_IN = re.compile(vocab.EXTENT_INPUT)
 _EXTENT_OUT = re.compile(vocab.EXTENT_OUTPUT)
 
 
-def _extent_items(input_text: str, output_norm: str) -> list[tuple[SafetyItem, bool]]:
-    """``[(item, present)]``: each qualifier of extent in the input
-    ("partially", "not completely"), paired by count with the output's
-    words of part (the last cues go missing first), as for hedges."""
-    cues = list(_EXTENT_IN.finditer(normalize(input_text)))
-    parts = len(_EXTENT_OUT.findall(output_norm))
-    return [(SafetyItem("extent", cue.group(0)), index < parts) for index, cue in enumerate(cues)]
+def _paired_cue_items(kind: str, cues_in: re.Pattern, words_out: re.Pattern, input_text: str,
+                      output_norm: str) -> list[tuple[SafetyItem, bool]]:
+    """``[(item, present)]``: each cue of the input (``cues_in``: a hedge
+    for ``uncertainty``, a qualifier of extent such as "partially" or "not
+    completely" for ``extent``), paired by count with the output's words
+    that keep it (``words_out``: words of doubt, words of part); the last
+    cues go missing first."""
+    cues = list(cues_in.finditer(normalize(input_text)))
+    kept = len(words_out.findall(output_norm))
+    return [(SafetyItem(kind, cue.group(0)), index < kept) for index, cue in enumerate(cues)]
 
 
 # ---------------------------------------------------------------- the check
@@ -446,11 +441,10 @@ def safety_check(*, input_text: str, output_text: str, language: str = "en") -> 
     for index, (item, _) in enumerate(negations):
         record(item, index not in missing_negations)
 
-    for item, present in _uncertainty_items(input_text, output_norm):
-        record(item, present)
-
-    for item, present in _extent_items(input_text, output_norm):
-        record(item, present)
+    for kind, cues_in, words_out in (("uncertainty", _UNCERTAINTY_IN, _UNCERTAINTY_OUT),
+                                     ("extent", _EXTENT_IN, _EXTENT_OUT)):
+        for item, present in _paired_cue_items(kind, cues_in, words_out, input_text, output_norm):
+            record(item, present)
 
     if language == "en":
         for term, kept in terms.terms_checked(input_text=input_text, output_text=output_text):

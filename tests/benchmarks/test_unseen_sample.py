@@ -25,14 +25,15 @@ def test_draw_gives_the_committed_first_sample_row_for_row():
 
 
 def test_second_sample_shares_no_abstract_with_the_first():
-    first = sentences_draw(abstracts(), n=40, seed=2911)
-    second = sentences_draw(abstracts(), n=40, seed=2911, skip=40)
+    source = abstracts()
+    first = sentences_draw(source, n=40, seed=2911)
+    second = sentences_draw(source, n=40, seed=2911, skip=40)
     assert [row["n"] for row in second] == list(range(40, 80))
     assert not {row["line"] for row in first} & {row["line"] for row in second}
     assert 0 not in {row["line"] for row in first + second}  # the abstract pasted on the page is left out
     for row in second:
         assert unseen_sample.MIN_WORDS <= len(row["input"].split()) <= unseen_sample.MAX_WORDS
-        assert row["input"] in abstracts()[row["line"]]
+        assert row["input"] in source[row["line"]]
 
 
 def test_draw_refuses_more_sentences_than_the_abstracts_hold():
