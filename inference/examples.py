@@ -3,9 +3,9 @@
 The example pool is laymaker-dev's clinician-changed rows (ORIGINAL →
 REFERENCE, 175 rows), shipped in ``inference/data/laymaker_pool.csv``
 (Laymaker corpus, babylonhealth/laymaker, CC BY 4.0, AMIA 2021; see
-``inference/data/README.md``). Nothing is read from ``../shared`` at run
-time; ``python -m inference.examples build`` regenerates the file from
-``../shared/data/laymaker-dev.csv``. Laymaker's held-back ``test-set.csv``
+``inference/data/README.md``). The corpus itself is not read at run
+time; ``python -m inference.examples build`` regenerates the pool from
+``data/laymaker-dev.csv`` in the repository. Laymaker's held-back ``test-set.csv``
 is never read.
 
 Retrieval is TF-IDF (scikit-learn ``TfidfVectorizer``, word 1-2-grams,
@@ -17,7 +17,7 @@ case or spacing) is never returned, so a sentence is never its own example.
 
 Plain Python: no Django imports.
 
-    python -m inference.examples build [--source ../shared/data/laymaker-dev.csv]
+    python -m inference.examples build [--source data/laymaker-dev.csv]
     python -m inference.examples show "There is 2+ pitting edema ." [-k 4]
 """
 
@@ -36,9 +36,8 @@ from pathlib import Path
 
 #: The shipped pool (ID, ORIGINAL, REFERENCE), written by :func:`build_pool`.
 POOL_PATH = Path(__file__).resolve().parent / "data" / "laymaker_pool.csv"
-#: Where :func:`build_pool` reads from by default (the project's shared data).
-DEFAULT_SOURCE = (Path(os.environ.get("SHARED_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data")
-                  / "laymaker-dev.csv")
+#: Where :func:`build_pool` reads from by default (the corpus kept in ``data/``).
+DEFAULT_SOURCE = Path(__file__).resolve().parents[1] / "data" / "laymaker-dev.csv"
 #: Seed of the one cross-fitting split of laymaker-dev (see :func:`crossfit_folds`).
 FOLD_SEED = 22
 #: Examples per request in the measured default (docs/quality/quality-report.md).
