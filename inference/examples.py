@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import csv
 import functools
-import os
 import random
 import re
 import sys
