@@ -20,7 +20,7 @@ from rest_framework_api_key.admin import APIKeyModelAdmin
 
 from clinical import audit
 from clinical.models import APIClient, AuditEvent, Rerun, Translation, TranslationEdit
-from clinical.web.roles import CLINICIAN_GROUP
+from clinical.roles import CLINICIAN_GROUP
 
 # A password change is recorded (masked), never its hash.
 auditlog.register(get_user_model(), exclude_fields=["last_login"], mask_fields=["password"])

@@ -7,6 +7,9 @@ class ClinicalConfig(AppConfig):
     verbose_name = "Clinical translation"
 
     def ready(self) -> None:
+        # Imported here and in the handlers below, not at the top: this module
+        # is loaded before Django's app registry is ready, and those modules
+        # import models.
         from django.db.models.signals import post_migrate
 
         from clinical.api import schema  # noqa: F401 - registers the OpenAPI auth extension

@@ -2,35 +2,15 @@
 
 from __future__ import annotations
 
-import re
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 from rest_framework_api_key.models import AbstractAPIKey
 
-from inference.examples import (
-    DEFAULT_K,
-    NoteSentence,
-    cluster_messages,
-    default_pool,
-    default_router,
-    heading_split,
-    note_sentences,
-)
-from inference.prompts import (
-    DEFAULT_LANGUAGE,
-    DEFAULT_READING_LEVEL,
-    EXAMPLES_PROMPT_VERSION,
-    LANGUAGES,
-    PROMPT_VERSION,
-    READING_LEVELS,
-    ClusterPrompt,
-    build_messages,
-)
+# The reading levels and languages a translation may ask for (field choices and defaults).
+from inference.prompts import DEFAULT_LANGUAGE, DEFAULT_READING_LEVEL, LANGUAGES, READING_LEVELS
 
 
 class APIClient(AbstractAPIKey):
@@ -216,278 +196,6 @@ class Translation(models.Model):
         return (self.tokens_out - 1) / (decode_ms / 1000) if decode_ms > 0 else None
 
 
-def translation_prompt_version(*, text: str, language: str) -> str:
-    """The prompt a new translation gets (stored as its ``prompt_version``).
-
-    English input of 1 to ``PROMPT_MAX_SENTENCES`` sentences
-    (:func:`inference.examples.note_sentences`) gets worked examples and is
-    generated sentence by sentence: with ``PROMPT_CLUSTERS`` > 0 the
-    cluster prefixes (:class:`inference.prompts.ClusterPrompt` of
-    ``PROMPT_CLUSTERS``, ``PROMPT_CLUSTER_EXAMPLES``, ``PROMPT_RETRIEVED_K``
-    ``PROMPT_HINTS`` and ``PROMPT_HEADINGS``, e.g. ``"2026-11-25.2+c24x8k0h"``), else 6 examples retrieved per
-    sentence (:data:`inference.prompts.EXAMPLES_PROMPT_VERSION`; measured
-    cross-fitted on laymaker-dev, docs/quality/retrieval.md). Anything else
-    (Spanish output: the examples are English; a longer note;
-    ``PROMPT_EXAMPLES`` off) gets one request with the instructions and
-    one fixed example (:data:`inference.prompts.PROMPT_VERSION`).
-    """
-    if not settings.PROMPT_EXAMPLES or language != "en":
-        return PROMPT_VERSION
-    if not 1 <= len(note_sentences(text)) <= settings.PROMPT_MAX_SENTENCES:
-        return PROMPT_VERSION
-    if settings.PROMPT_CLUSTERS > 0:
-        return ClusterPrompt(settings.PROMPT_CLUSTERS, settings.PROMPT_CLUSTER_EXAMPLES,
-                             settings.PROMPT_RETRIEVED_K, hints=settings.PROMPT_HINTS,
-                             headings=settings.PROMPT_HEADINGS).version
-    return EXAMPLES_PROMPT_VERSION
-
-
-@dataclass(frozen=True, slots=True)
-class TranslationPart:
-    """One request of a translation: generated after the one before it,
-    its text streamed after that one's.
-
-    Attributes:
-        separator: put between the previous part's explanation and this
-            one's (``""`` for the first; ``" "`` or the note's line break;
-            :class:`inference.examples.NoteSentence`).
-        messages: the chat messages of the request.
-        prefix: text copied verbatim before the request's answer (the
-            sentence's section headings, :func:`inference.examples.heading_split`;
-            ``""`` for none).
-        source: the input this request explains, headings included (the
-            note's unit, :class:`inference.examples.NoteSentence`, or the
-            whole input); ``""`` where not given.
-    """
-
-    separator: str
-    messages: list[dict[str, str]]
-    prefix: str = ""
-    source: str = ""
-
-
-def translation_parts(translation: Translation) -> list[TranslationPart]:
-    """The requests of a translation, in order, rendered from its stored
-    input, reading level, language and ``prompt_version`` only (so the fast
-    run and the full-precision re-run send the same messages, whatever the
-    settings are now).
-
-    * ``2026-11-25.2+c…`` and ``2026-11-25.3+c…`` (:class:`inference.prompts.ClusterPrompt`): one
-      part per sentence (:func:`inference.examples.note_sentences`), each
-      with its cluster's prefix (:func:`inference.examples.cluster_messages`
-      on the shipped pool's clusters for the stored settings; deterministic,
-      fitted once per process). With the ``h`` suffix a sentence's leading
-      headings are the part's ``prefix`` and the model gets the rest
-      (:func:`inference.examples.heading_split`).
-    * :data:`inference.prompts.EXAMPLES_PROMPT_VERSION`: one part per
-      sentence, each with the ``DEFAULT_K`` most similar pool examples.
-    * anything else: one part, the whole text with the instructions of
-      ``PROMPT_VERSION``.
-
-    A one-sentence input is rendered from ``input_text`` itself, exactly as
-    before sentence splitting existed.
-
-    Raises:
-        ValueError: a cluster version whose settings do not fit the pool
-            (more clusters than rows).
-    """
-    options = {"reading_level": translation.reading_level, "language": translation.language}
-    cluster = ClusterPrompt.parse(translation.prompt_version)
-    if cluster is None and translation.prompt_version != EXAMPLES_PROMPT_VERSION:
-        return [TranslationPart("", build_messages(translation.input_text, **options),
-                                source=translation.input_text)]
-    units = note_sentences(translation.input_text)
-    if len(units) <= 1:
-        units = [NoteSentence(translation.input_text, "")]
-    if cluster is not None:
-        router = default_router(cluster.clusters, cluster.per_cluster)
-        parts = []
-        for unit in units:
-            prefix, sentence = heading_split(unit.text) if cluster.headings else ("", unit.text)
-            parts.append(TranslationPart(unit.separator, cluster_messages(
-                sentence, router=router, k=cluster.k, hints=cluster.hints, **options), prefix, unit.text))
-        return parts
-    pool = default_pool()
-    return [TranslationPart(u.separator, build_messages(u.text, examples=pool.retrieve(u.text, k=DEFAULT_K),
-                                                        **options), source=u.text)
-            for u in units]
-
-
-def translation_message_parts(translation: Translation) -> list[list[dict[str, str]]]:
-    """The chat messages of each request of a translation, in order (see
-    :func:`translation_parts`): one list per sentence for the example
-    prompts, a one-element list for one sentence or the ``PROMPT_VERSION``
-    prompt. A re-run that reproduces the translation generates each and
-    joins the answers with :func:`translation_parts_join`, as
-    :func:`clinical.translation.generation.translation_generate` does."""
-    return [part.messages for part in translation_parts(translation)]
-
-
-#: A text that ends a sentence: . ! ? or an ellipsis, maybe inside
-#: closing quotes or brackets.
-SENTENCE_END = r"[.!?\u2026]['\"\u201d\u2019)\]]*$"
-_SENTENCE_END = re.compile(SENTENCE_END)
-#: Where no period is added: the end of a sentence, or a clause mark
-#: (comma, colon, semicolon, dash, an opening bracket) that a period after
-#: it would not mend.
-_OPEN_END = re.compile(SENTENCE_END + r"|[,:;\-\u2013\u2014(\[]$")
-
-
-_LOWER_FIRST_WORD = re.compile(r"[a-z]+(?![A-Za-z0-9])")
-#: An answer's text so far that may still be the start of a longer first
-#: word ("p" of "pH", "x" of "x2"): lower-case letters only.
-_OPEN_FIRST_WORD = re.compile(r"[a-z]+")
-
-
-def line_start_capitalized(text: str) -> str:
-    """``text`` with its first word capitalised when that word is all in
-    lower-case letters ("the patient denies..." -> "The patient denies...";
-    the model often copies the lower-case rewrites of its examples). A word
-    with a capital or a digit in it ("pH", "mL", "x2") is left as written."""
-    if _LOWER_FIRST_WORD.match(text):
-        return text[0].upper() + text[1:]
-    return text
-
-
-class TextJoiner:
-    """Joins the streamed pieces of several requests into one text, the
-    way it is stored: each request's text without its leading and trailing
-    whitespace, after its separator (only once it has text, so an empty
-    answer adds nothing) and its part's verbatim prefix, which is streamed
-    with the answer's first text (so every streamed piece carries model
-    text, and an empty answer drops its heading too). Whitespace at the
-    end of a piece is held back until more text of the same request
-    follows, so what is streamed, put together, is exactly the stored text.
-
-    Sentences of one line (separator ``" "``) keep their boundary: where
-    the text so far ends without a sentence's end (:data:`SENTENCE_END`)
-    and not on a comma, a period goes before the separator, and an answer
-    that then starts with a lower-case word (and has no copied heading)
-    gets a capital ("soft, not painful. No enlarged liver", not "soft, not
-    painful no enlarged liver"). After an answer cut at the token limit
-    the mark is an ellipsis instead ("There is… Stable."), so the cut
-    shows. Line breaks are kept as written: notes list findings line by
-    line without periods. An answer that starts the text or a line (and
-    has no copied heading) starts with a capital too. Both capitals follow
-    one rule (:func:`line_start_capitalized`): a first word with a capital
-    or a digit ("pH", "mL", "x2") is left as written.
-
-    That rule reads the answer's whole first word, which the engine may
-    stream in fragments ("p", "H"): an answer that starts with lower-case
-    letters is held back until its first word ends (a space or mark in a
-    later piece, or :meth:`end`), so such a word reaches the screen one
-    token after the engine sent it. TTFT is measured at the engine's first
-    token (``clinical.translation.generation.StreamMeter``), not here.
-    """
-
-    def __init__(self) -> None:
-        self.pieces: list[str] = []
-        self._separator = ""
-        self._pending = ""
-        self._head = ""  # the answer's first text, held until its first word ends
-        self._started = False
-        self._prefix = ""
-        self._after_cut = False
-
-    def begin(self, separator: str, prefix: str = "", *, after_cut: bool = False) -> None:
-        """A new request starts; its text goes after ``separator`` and
-        ``prefix`` (:attr:`TranslationPart.prefix`). ``after_cut``: the
-        previous request's answer stopped at the token limit. The previous
-        request's answer is ended first (:meth:`end`; a caller that streams
-        calls that itself, to stream what it returns)."""
-        self.end()
-        self._separator, self._pending, self._head, self._started = separator, "", "", False
-        self._prefix = prefix.lstrip()
-        self._after_cut = after_cut
-
-    def feed(self, text: str) -> str:
-        """The part of ``text`` to stream now (possibly empty)."""
-        if self._started:
-            return self._show(self._pending + text)
-        self._head = (self._head + text).lstrip()
-        if self._prefix or not _OPEN_FIRST_WORD.fullmatch(self._head):
-            return self._start()
-        return ""  # "p" may begin "pH": wait for the word's end
-
-    def end(self) -> str:
-        """The request's answer is complete: the part held back to stream
-        now (a one-word answer such as "stable"), possibly empty."""
-        return "" if self._started else self._start()
-
-    def _start(self) -> str:
-        text, self._head = self._head, ""
-        if not text:
-            return ""
-        separator = self._separator if self.pieces else ""
-        capital = not self._prefix and (not self.pieces or "\n" in separator)
-        if separator == " ":  # the same line: the previous sentence ends here
-            previous = self.pieces[-1]
-            if self._after_cut or not _OPEN_END.search(previous):
-                separator = ("\u2026" if self._after_cut else ".") + separator
-            capital = not self._prefix and bool(_SENTENCE_END.search(separator.rstrip() or previous))
-        if capital:
-            text = line_start_capitalized(text)
-        self._started = True
-        return self._show(separator + self._prefix + text)
-
-    def _show(self, text: str) -> str:
-        shown = text.rstrip()
-        self._pending = text[len(shown):]
-        if shown:
-            self.pieces.append(shown)
-        return shown
-
-    @property
-    def text(self) -> str:
-        """Everything streamed so far."""
-        return "".join(self.pieces)
-
-
-def translation_parts_join(parts: list[TranslationPart], texts: list[str], *, cut: Sequence[bool] = ()) -> str:
-    """The one text of a translation from its parts' answers, joined by
-    the :class:`TextJoiner` the fast run streams through, so a re-run's
-    text is put together exactly as the fast text was stored.
-
-    Args:
-        parts: :func:`translation_parts` of the translation.
-        texts: the answer to each part, in order (as many as ``parts``).
-        cut: for each part, whether its answer stopped at the token limit
-            (finish reason ``"length"``), so the next sentence follows an
-            ellipsis as in the stream; empty: none was.
-
-    Raises:
-        ValueError: not one text per part, or ``cut`` neither empty nor
-            one flag per part.
-    """
-    if len(parts) != len(texts):
-        raise ValueError(f"{len(texts)} texts for {len(parts)} parts")
-    if cut and len(cut) != len(parts):
-        raise ValueError(f"{len(cut)} cut flags for {len(parts)} parts")
-    joiner = TextJoiner()
-    for index, (part, text) in enumerate(zip(parts, texts)):
-        joiner.begin(part.separator, part.prefix, after_cut=bool(cut) and index > 0 and cut[index - 1])
-        joiner.feed(text)
-        joiner.end()
-    return joiner.text
-
-
-def translation_messages(translation: Translation) -> list[dict[str, str]]:
-    """The chat messages of a translation made in one request (the fast
-    run and the full-precision re-run use the same).
-
-    Raises:
-        ValueError: the translation was generated sentence by sentence in
-            several requests, or its part has a verbatim heading; use
-            :func:`translation_parts` (a single request of the first
-            sentence would re-run only part of the text).
-    """
-    parts = translation_parts(translation)
-    if len(parts) != 1 or parts[0].prefix:
-        raise ValueError(f"translation {translation.pk} was generated in {len(parts)} requests, one per "
-                         "sentence or with a verbatim heading: use translation_message_parts and translation_parts")
-    return parts[0].messages
-
-
 #: ``Rerun.precision`` of the confidence gate's re-run (the design's FP32).
 RERUN_PRECISION = "fp32"
 #: ``Rerun.candidate`` when the re-run kept the fast text, which passed both
@@ -508,7 +216,7 @@ class Rerun(models.Model):
 
     Created with the translation's final row when its confidence is below
     ``CONFIDENCE_THRESHOLD``; run by the Celery task
-    ``clinical.tasks.translation_verify`` on the ``rerun`` queue. At most one
+    ``clinical.rerun.tasks.translation_verify`` on the ``rerun`` queue. At most one
     per (translation, precision), so a redelivered task cannot produce a
     second result. Timings in ms.
     """
@@ -571,7 +279,7 @@ class Rerun(models.Model):
         help_text="The worker engine's own precision label (e.g. fp32, q4_k_m); precision stays the lookup key.")
     change_note = models.TextField(
         blank=True, help_text="Why the text changed, in plain words, as the clinician is told "
-                              "(clinical.frames.rerun_change_note).")
+                              "(clinical.rerun.change_note.rerun_change_note).")
 
     class Meta:
         constraints = [

@@ -1,7 +1,14 @@
 """The two roles, as Django groups with their permissions: ``Clinician``
-(translates; :mod:`clinical.web.roles`) and ``IT`` (runs the service from
-the admin: reads the audit log, translations and re-runs, manages accounts
-and API clients; no clinical text is shown there unaudited).
+(translates) and ``IT`` (runs the service from the admin: reads the audit
+log, translations and re-runs, manages accounts and API clients; no
+clinical text is shown there unaudited).
+
+Who may translate: active members of the ``Clinician`` group (hospital IT
+puts accounts in it from the admin; :func:`user_is_clinician`). A user in
+no group, IT staff and superusers are refused: the pages answer 403
+(:func:`clinician_required`) and the socket is closed with 4403 after an
+error frame. API clients are not users; their scopes decide
+(:mod:`clinical.api.auth`).
 
 Migrations 0004 and 0006 created them; :func:`roles_ensure` makes them so
 again after every ``migrate`` and ``flush`` (a ``post_migrate`` handler,
@@ -12,6 +19,11 @@ roles whatever order the tests run in.
 """
 
 from __future__ import annotations
+
+from functools import wraps
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 
 CLINICIAN_GROUP = "Clinician"
 IT_GROUP = "IT"
@@ -48,3 +60,29 @@ def roles_ensure(*, apps, using: str = "default") -> None:
     for app_label, model, actions in IT_PERMISSIONS:
         it.permissions.add(*Permission.objects.using(using).filter(
             content_type__app_label=app_label, codename__in=[f"{action}_{model}" for action in actions]))
+
+
+#: What a signed-in user outside the group is told (page and socket).
+NOT_A_CLINICIAN_MESSAGE = ("Only clinicians may translate or read translations. Your account is not in the "
+                           "Clinician group; ask hospital IT if it should be.")
+
+
+def user_is_clinician(user) -> bool:
+    """True for an active, signed-in member of the Clinician group (one
+    query)."""
+    return bool(user is not None and user.is_authenticated and user.is_active
+                and user.groups.filter(name=CLINICIAN_GROUP).exists())
+
+
+def clinician_required(view):
+    """View decorator: anonymous users go to the login page, signed-in
+    users outside the Clinician group get 403 (templates/403.html)."""
+
+    @login_required
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if not user_is_clinician(request.user):
+            raise PermissionDenied(NOT_A_CLINICIAN_MESSAGE)
+        return view(request, *args, **kwargs)
+
+    return wrapped

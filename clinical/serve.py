@@ -143,13 +143,13 @@ def _allow_service_restart_close() -> None:
     ``sendCloseFrame`` sends any code and keeps the closing handshake."""
     from daphne.ws_protocol import WebSocketProtocol
 
+    from clinical.runtime.drain import CLOSE_SERVICE_RESTART
+
     if getattr(WebSocketProtocol, "_clinical_1012", False):
         return
     server_close = WebSocketProtocol.serverClose
 
     def serverClose(self, code=None):  # noqa: N802 - Daphne's name
-        from clinical.runtime.drain import CLOSE_SERVICE_RESTART
-
         if code == CLOSE_SERVICE_RESTART:
             self.sendCloseFrame(code=code, reasonUtf8=b"service restart")
         else:

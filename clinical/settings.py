@@ -311,7 +311,7 @@ INFERENCE_IGNORE_EOS = os.environ.get("INFERENCE_IGNORE_EOS", "") == "1"
 # --- Confidence gate: full-precision re-runs on Celery ------------------------
 # The worker's engine: vLLM in float32 without quantization over the same
 # model's weights as a Hugging Face folder (RERUN_MODEL; empty = the
-# full-precision weights of INFERENCE_MODEL, inference.models.full_precision_model).
+# full-precision weights of INFERENCE_MODEL, inference.weights.full_precision_model).
 # A RERUN_MODEL whose architecture differs from INFERENCE_MODEL's is refused
 # at worker start unless RERUN_MODEL_MISMATCH_OK=1.
 RERUN_ENGINE = os.environ.get("RERUN_ENGINE", "vllm")

@@ -158,7 +158,7 @@ class ClusterRouter:
     ``n_init=10``, ``random_state=seed``) runs on one OpenMP thread
     (``threadpoolctl``), so the summation order, hence the clusters, do not
     depend on the machine's core count. A stored translation is rendered
-    again from these settings (:func:`clinical.models.translation_message_parts`).
+    again from these settings (:func:`inference.parts.translation_message_parts`).
 
     Args:
         pool: the pool whose TF-IDF rows are clustered.

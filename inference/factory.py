@@ -177,9 +177,9 @@ def create_engine(config: EngineConfig) -> Engine:
 
     Raises:
         ValueError: unknown engine name.
-        inference.models.ModelError: the default model is not installed.
+        inference.weights.ModelError: the default model is not installed.
     """
-    from inference import models
+    from inference import weights
 
     device = engine_device(config)
     name = resolve_engine_name(config.engine, device)
@@ -205,7 +205,7 @@ def create_engine(config: EngineConfig) -> Engine:
     if name == "llamacpp":
         from inference.llamacpp_engine import LlamaCppEngine
 
-        model = config.model or str(models.default_gguf_path())
+        model = config.model or str(weights.default_gguf_path())
         precision = config.precision or (
             "q4_k_m" if not config.model else _gguf_precision(model)
         )
@@ -214,7 +214,7 @@ def create_engine(config: EngineConfig) -> Engine:
                               max_batch=config.max_batch or None, prefix_snapshots=config.prefix_snapshots)
     from inference.vllm_engine import VllmEngine
 
-    model = config.model or str(models.default_hf_path())
+    model = config.model or str(weights.default_hf_path())
     quantization = None if config.quantization == "none" else (config.quantization or "default")
     return VllmEngine(model, device=device, quantization=quantization,
                       dtype=config.dtype or None, max_model_len=config.max_model_len or config.n_ctx,

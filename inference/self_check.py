@@ -16,7 +16,7 @@ model it ranks the wrong ones below the correct and lossy ones at AUROC
 probability); 820 ms a pair on 2 cores. The gate's measure where a
 threshold is calibrated (:func:`clinical.quality.gate.self_check_threshold`):
 the web process checks each output after its stream
-(:mod:`clinical.translation.self_check`) and the re-run checks each of its
+(:mod:`clinical.translation.checking`) and the re-run checks each of its
 candidates (:mod:`clinical.rerun.execute`).
 """
 

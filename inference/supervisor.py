@@ -2,7 +2,7 @@
 backoff.
 
 Shared by the web replica (:mod:`clinical.translation.engine`) and the
-Celery re-run worker (:mod:`clinical.rerun.engine`). An engine dies when
+Celery re-run worker (:mod:`clinical.rerun.worker_engine`). An engine dies when
 vLLM's engine-core process exits (a CUDA error, the kernel's OOM killer)
 or llama.cpp fails inside a decode (:meth:`inference.base.Engine.health`);
 before this module the process kept handing out the dead engine and every

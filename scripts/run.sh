@@ -7,7 +7,7 @@ bash scripts/setup.sh
 PY=.venv/bin/python
 # The re-run worker's full-precision copy of the default model (fp32 for
 # vLLM, ~6.2 GB, made once; about 1 min).
-$PY -m inference.models prepare --with-default-hf >/dev/null
+$PY -m inference.weights prepare --with-default-hf >/dev/null
 REDIS_URL=$($PY scripts/ensure_redis.py)
 export REDIS_URL
 # The database and logs hold clinical text and credentials: this user only.

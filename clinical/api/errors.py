@@ -21,9 +21,9 @@ code                   HTTP    ``Retry-After``    FHIR issue code
 ``engine_restarting``: the engine died under the translation (vLLM's
 engine core exited, llama.cpp failed in a decode) and the replica is
 rebuilding it; the socket's ``error`` frame says the same
-(:func:`clinical.frames.translation_failure`). A request refused at
+(:func:`clinical.translation.finish.translation_failure`). A request refused at
 admission because the engine is dead is a 503 with the same code
-(:func:`clinical.translation.services.engine_restarting_refusal`).
+(:func:`clinical.translation.admission.engine_restarting_refusal`).
 """
 
 from __future__ import annotations
@@ -37,9 +37,9 @@ from limits.errors import StorageError
 from redis.exceptions import RedisError
 from rest_framework import exceptions, views
 
-from clinical import frames
 from clinical.models import Translation
-from clinical.translation.services import unavailable_refusal
+from clinical.translation.admission import unavailable_refusal
+from clinical.translation.finish import translation_failure
 
 
 class ServiceUnavailable(exceptions.APIException):
@@ -119,7 +119,7 @@ class FailureAnswer:
 def translation_failure_answer(translation: Translation) -> FailureAnswer:
     """The answer to a translation whose row ended ``error`` (see the
     module docstring's table), from its ``error_class``."""
-    failure = frames.translation_failure(translation)
+    failure = translation_failure(translation)
     status, issue = _FAILURE_HTTP.get(failure.code, (502, "exception"))
     return FailureAnswer(status=status, code=failure.code, detail=failure.message,
                          retry_after_s=failure.retry_after_s, fhir_issue=issue)

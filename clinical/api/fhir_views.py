@@ -13,8 +13,8 @@ from rest_framework.response import Response
 from clinical.api import fhir
 from clinical.api.errors import as_api_exception, translation_failure_answer
 from clinical.api.flow import APIRefusal, api_refusal_audit, api_translation_accept
-from clinical.translation import concurrency, selectors, stream
-from clinical.translation.services import UNAVAILABLE_RETRY_AFTER_S
+from clinical.translation import selectors, stream
+from clinical.translation.admission import UNAVAILABLE_RETRY_AFTER_S
 
 FHIR_JSON = "application/fhir+json"
 ISSUE_BY_STATUS = {400: "invalid", 401: "login", 403: "forbidden", 404: "not-found", 405: "not-supported",
@@ -66,7 +66,7 @@ class PlainLanguageOperationView(APIView):
             return Response(fhir.operation_outcome(ISSUE_BY_STATUS.get(refusal.status, "exception"),
                                                    refusal.detail),
                             status=refusal.status, headers=refusal.headers)
-        events = concurrency.translation_events(translation=translation, engine=engine, received_ns=received_ns)
+        events = stream.translation_events(translation=translation, engine=engine, received_ns=received_ns)
         final = await stream.translation_until_final(events)
         stream.translation_detach(events, request_id=str(translation.request_id))  # the glossary
         if final.kind == stream.UNRECORDED:

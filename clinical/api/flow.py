@@ -7,7 +7,7 @@ from channels.db import database_sync_to_async
 
 from clinical import audit
 from clinical.models import Translation
-from clinical.translation import services
+from clinical.translation import admission
 from inference.base import Engine
 
 
@@ -28,7 +28,7 @@ class APIRefusal(Exception):
 async def api_translation_accept(*, client, text: object, reading_level: int | None = None,
                                  language: str | None = None) -> tuple[Translation, Engine]:
     """Admit ``text`` from API ``client`` (see
-    :func:`clinical.translation.services.translation_accept`).
+    :func:`clinical.translation.admission.translation_accept`).
 
     Raises:
         APIRefusal: 400 for invalid input, 429 with ``Retry-After`` when the
@@ -38,10 +38,10 @@ async def api_translation_accept(*, client, text: object, reading_level: int | N
             ``engine_restarting``, ``draining``).
     """
     try:
-        return await services.translation_accept(
+        return await admission.translation_accept(
             user=None, api_client=client, source=Translation.Source.API, text=text,
             reading_level=reading_level, language=language)
-    except services.TranslationRefused as refused:
+    except admission.TranslationRefused as refused:
         if refused.retry_after_s is None:
             raise APIRefusal(400, refused.message, code=refused.code) from None
         retry = {"Retry-After": str(refused.retry_after_s)}

@@ -26,10 +26,10 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.http import StreamingHttpResponse
 from rest_framework.renderers import BaseRenderer
 
-from clinical import frames
 from clinical.api.errors import translation_failure_answer
 from clinical.models import Translation
-from clinical.translation import concurrency, selectors, stream
+from clinical.translation import selectors, stream
+from clinical.web import frames
 
 
 class EventStreamRenderer(BaseRenderer):
@@ -61,10 +61,9 @@ def translation_event_stream(*, translation: Translation, engine, received_ns: i
 
 async def _events(translation: Translation, engine, received_ns: int) -> AsyncIterator[str]:
     """The translation's events (:mod:`clinical.translation.stream`) as SSE;
-    payloads are the socket frames' (:mod:`clinical.frames`) without
+    payloads are the socket frames' (:mod:`clinical.web.frames`) without
     ``type``, but ``done``, which is the translation as ``GET`` returns it."""
-    async for event in concurrency.translation_events(translation=translation, engine=engine,
-                                                 received_ns=received_ns):
+    async for event in stream.translation_events(translation=translation, engine=engine, received_ns=received_ns):
         if event.kind == stream.STARTED:
             yield sse("started", _payload(frames.started_frame(translation, engine.info)))
         elif event.kind == stream.TOKEN:

@@ -25,8 +25,8 @@ from clinical.api.flow import APIRefusal, api_refusal_audit, api_translation_acc
 from clinical.api.serializers import ErrorSerializer, TranslationRequestSerializer, TranslationSerializer
 from clinical.api.streaming import EventStreamRenderer, translation_event_stream
 from clinical.models import Translation
-from clinical.translation import concurrency, selectors, stream
-from clinical.translation.services import UNAVAILABLE_RETRY_AFTER_S
+from clinical.translation import selectors, stream
+from clinical.translation.admission import UNAVAILABLE_RETRY_AFTER_S
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class TranslationCreateView(APIView):
                                                 received_ns=received_ns)
             response["Location"] = location
             return response
-        events = concurrency.translation_events(translation=translation, engine=engine, received_ns=received_ns)
+        events = stream.translation_events(translation=translation, engine=engine, received_ns=received_ns)
         if not wait:  # the whole run after the 202
             stream.translation_detach(events, request_id=str(translation.request_id))
             data = await database_sync_to_async(selectors.translation_api_view)(translation=translation)

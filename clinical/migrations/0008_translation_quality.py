@@ -1,4 +1,4 @@
-# Reading level, safety check, glossary and the re-run reason (issue 6).
+# Reading level, safety check, glossary and the re-run reason.
 
 from django.db import migrations, models
 

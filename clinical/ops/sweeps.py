@@ -7,7 +7,7 @@ translations_sweep``): a translation still ``pending`` more than
 ``SWEEP_GRACE_S`` after it was created, whose lease
 (:mod:`clinical.runtime.replica`) is gone, is finalised as ``error`` with
 ``error_class`` ``ReplicaLost`` through
-:func:`clinical.translation.services.translation_finish`, which writes its
+:func:`clinical.translation.finish.translation_finish`, which writes its
 one audit record; that function's "first final state wins" rule makes
 concurrent sweeps on several replicas, or a sweep racing a late stream,
 write one record only. The same sweep finalises rows left pending when the
@@ -33,7 +33,7 @@ from django.utils import timezone
 from clinical.models import Translation
 from clinical.rerun.dispatch import reruns_redispatch
 from clinical.runtime.replica import lease_key
-from clinical.translation import services
+from clinical.translation import finish
 
 logger = logging.getLogger(__name__)
 
@@ -68,9 +68,9 @@ def translations_sweep(*, grace_s: float | None = None) -> list[str]:
     for (pk, request_id), held in zip(candidates, leased):
         if held:
             continue
-        row = services.translation_finish(
+        row = finish.translation_finish(
             translation_id=pk, status=Translation.Status.ERROR, output_text="",
-            figures=services.TranslationFigures(), error_class=REPLICA_LOST)
+            figures=finish.TranslationFigures(), error_class=REPLICA_LOST)
         if row.error_class == REPLICA_LOST:
             swept.append(str(request_id))
     if swept:

@@ -18,7 +18,7 @@ order, at most ``max_terms`` entries.
 
 HPO definitions are written for clinicians, so the engine is asked to write
 a plain one after the main text (:func:`inference.prompts.glossary_messages`,
-:func:`clinical.translation.services.translation_glossary_explain`);
+:func:`clinical.translation.glossary_writes.translation_glossary_explain`);
 :func:`glossary_merge` puts those in and keeps the vocabulary's definition,
 marked by its ``source``, for any term the engine did not define.
 """

@@ -6,7 +6,7 @@ output lost: :mod:`clinical.quality.safety`) and the faithfulness check
 carry them.
 
 Computed for every completed output (the fast one in
-:func:`clinical.translation.services.translation_finish`, the full-precision re-run's in
+:func:`clinical.translation.finish.translation_finish`, the full-precision re-run's in
 :func:`clinical.rerun.execute.rerun_complete`); about 10 ms once the word lists are
 loaded (:func:`warm`, at engine load).
 """

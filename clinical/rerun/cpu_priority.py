@@ -28,6 +28,10 @@ import logging
 import os
 import threading
 
+from django.conf import settings
+
+from clinical.rerun.worker_engine import rerun_engine_device
+
 logger = logging.getLogger(__name__)
 
 CHOICES = ("auto", "idle", "normal")
@@ -43,7 +47,7 @@ IDLE_NICE = 19
 def cpu_priority_resolve(setting: str, device: str | None = None) -> str:
     """``idle`` or ``normal`` for the setting ``setting``; ``auto`` looks at
     ``device`` (``cpu`` or ``cuda``; ``None``: where the re-run engine runs,
-    :func:`clinical.rerun.engine.rerun_engine_device`).
+    :func:`clinical.rerun.worker_engine.rerun_engine_device`).
 
     Raises:
         ValueError: ``setting`` is not one of :data:`CHOICES`.
@@ -53,8 +57,6 @@ def cpu_priority_resolve(setting: str, device: str | None = None) -> str:
     if setting != "auto":
         return setting
     if device is None:
-        from clinical.rerun.engine import rerun_engine_device
-
         device = rerun_engine_device()
     return "normal" if device == "cuda" else "idle"
 
@@ -115,12 +117,8 @@ def cpu_priority_apply(setting: str | None = None, device: str | None = None) ->
         ValueError: unknown ``setting``.
     """
     if setting is None:
-        from django.conf import settings
-
         setting = settings.RERUN_CPU_PRIORITY
     if setting == "auto" and device is None:
-        from clinical.rerun.engine import rerun_engine_device
-
         device = rerun_engine_device()
     wanted = cpu_priority_resolve(setting, device)
     applied = _lower() if wanted == "idle" else NORMAL

@@ -23,25 +23,18 @@ from django.db import transaction
 from django.utils import timezone
 
 from clinical.audit import audit_verification
-from clinical.frames import rerun_change_note
-from clinical.models import (
-    RERUN_PRECISION,
-    RERUN_SENTENCES,
-    Rerun,
-    Translation,
-    TranslationPart,
-    line_start_capitalized,
-    translation_parts_join,
-)
+from clinical.models import RERUN_PRECISION, RERUN_SENTENCES, Rerun, Translation
 from clinical.quality import gate
 from clinical.quality import measure as quality
 from clinical.rerun import candidates as rerun_candidates
 from clinical.rerun import sentences as rerun_sentences
-from clinical.rerun.engine import rerun_engine_get, run_in_engine_loop
+from clinical.rerun.change_note import rerun_change_note
 from clinical.rerun.notify import rerun_notify
+from clinical.rerun.worker_engine import rerun_engine_get, run_in_engine_loop
 from clinical.runtime.log import request_id_var
 from inference.base import EngineError, Generated, GenerationParams, generate_full
 from inference.confidence import sequence_confidence
+from inference.parts import TranslationPart, line_start_capitalized, translation_parts_join
 from inference.self_check import self_check_run
 
 logger = logging.getLogger(__name__)
@@ -100,7 +93,7 @@ def rerun_complete(*, rerun_id: int, output_text: str, token_logprobs: list[floa
 
     The output is checked again here (readability, safety, faithfulness)
     and the clinician's note on why the text changed is written
-    (:func:`clinical.frames.rerun_change_note`). A kept text that still
+    (:func:`clinical.rerun.change_note.rerun_change_note`). A kept text that still
     fails a check is stored as verified with its failed checks, which the
     page, the handout and the frame show as needing review.
     """
@@ -199,7 +192,7 @@ async def _plan_generate(engine, request_id: str, plan, deadline: float) -> tupl
     """A candidate's text and token logprobs: one request, or, for a
     translation generated sentence by sentence, one request per part in
     order, joined as the fast run joined them
-    (:func:`clinical.models.translation_parts_join`), all within
+    (:func:`inference.parts.translation_parts_join`), all within
     ``deadline`` (``time.monotonic()`` seconds).
 
     Raises:

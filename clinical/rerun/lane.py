@@ -10,7 +10,7 @@ after three heartbeats, so a worker that died (or lost Redis) drops out of
 the report instead of showing a stale "ready". The thread only reads: a
 death of the engine while the worker is idle shows as ``dead`` within one
 heartbeat, and the worker rebuilds it when its next job asks for the engine
-(:func:`clinical.rerun.engine.rerun_engine_get`).
+(:func:`clinical.rerun.worker_engine.rerun_engine_get`).
 
 Read by ``/readyz`` (``rerun_lane``), ``/metrics``
 (``clinical_rerun_engine_up{worker}``, ``clinical_rerun_engine_rebuilds{worker}``,

@@ -6,7 +6,7 @@ were measured on), the others kept as streamed.
 
 The web process checks a note sentence by sentence and stores each
 sentence's text and P(yes) (:attr:`clinical.models.Translation.sentence_checks`,
-:func:`clinical.translation.self_check.translation_sentences_self_check`).
+:func:`clinical.translation.checking.translation_sentences_self_check`).
 The worker (:func:`clinical.rerun.execute.rerun_sentences_run`) re-runs
 each such sentence as :func:`sentence_translation` makes it and joins
 the texts as the fast text was joined (:func:`sentences_join`).
@@ -14,9 +14,10 @@ the texts as the fast text was joined (:func:`sentences_join`).
 
 from __future__ import annotations
 
-from clinical.models import Translation, translation_parts, translation_parts_join
+from clinical.models import Translation
 from clinical.quality import measure as quality
 from clinical.rerun import candidates as rerun_candidates
+from inference.parts import translation_parts, translation_parts_join
 
 
 def sentences_to_rerun(translation: Translation, threshold: float | None) -> dict[int, list[str]]:
@@ -91,7 +92,7 @@ def sentence_answer(sentence: Translation, text: str) -> str:
 def sentences_join(translation: Translation, answers: list[str], cuts: list[bool]) -> str:
     """The note's text from one answer per sentence (without headings) and
     whether each stopped at the token limit, joined as the fast text was
-    (:func:`clinical.models.translation_parts_join`).
+    (:func:`inference.parts.translation_parts_join`).
 
     Raises:
         ValueError: not one answer and one flag per sentence of the note.

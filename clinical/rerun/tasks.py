@@ -10,7 +10,7 @@ from django.conf import settings
 
 from clinical.rerun import execute, lane
 from clinical.rerun.cpu_priority import cpu_priority_apply
-from clinical.rerun.engine import (
+from clinical.rerun.worker_engine import (
     EXIT_CONFIG,
     RerunModelRefused,
     rerun_engine_get,
@@ -61,7 +61,7 @@ def _set_cpu_priority(sender=None, **kwargs) -> None:
 @worker_init.connect
 def _check_model(sender=None, **kwargs) -> None:
     """Before the worker takes any task: refuse a re-run model that is not
-    the replicas' model (:func:`clinical.rerun.engine.rerun_model_check`).
+    the replicas' model (:func:`clinical.rerun.worker_engine.rerun_model_check`).
     The worker exits with status 78 (``EX_CONFIG``) and the reason in its
     log; ``SystemExit`` passes through Celery's signal dispatch, which
     catches only ``Exception``."""

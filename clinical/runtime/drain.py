@@ -35,7 +35,6 @@ import weakref
 
 from django.conf import settings
 
-from clinical.frames import error_frame
 from clinical.runtime import replica
 
 logger = logging.getLogger(__name__)
@@ -84,11 +83,13 @@ def _socket_busy(consumer) -> bool:
     return task is not None and not task.done()
 
 
-async def _close(consumer, frame: dict | None = None) -> None:
+async def _close(consumer, error: tuple[str, str] | None = None) -> None:
+    """Close a socket with 1012, after the consumer's ``error`` frame
+    ``(code, message)`` when given (the consumer builds its frames)."""
     _sockets.discard(consumer)
     try:
-        if frame is not None:
-            await consumer.send_json(frame)
+        if error is not None:
+            await consumer.send_error(*error, retry_after_s=DRAIN_RETRY_AFTER_S)
         await consumer.close(code=CLOSE_SERVICE_RESTART)
     except Exception:  # noqa: BLE001 - the client already left
         pass
@@ -121,9 +122,9 @@ async def drain_run(*, timeout_s: float | None = None, poll_s: float = 0.1) -> d
         if task is not None and not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        await _close(consumer, error_frame(
+        await _close(consumer, (
             "server_restart", "This server is restarting; the translation was stopped and recorded. "
-            "Please try again: you will be connected to another server.", retry_after_s=DRAIN_RETRY_AFTER_S))
+            "Please try again: you will be connected to another server."))
         closed += 1
     seconds = round(time.monotonic() - started, 2)
     result = {"finished": max(0, in_flight_at_start - cancelled), "cancelled": cancelled,

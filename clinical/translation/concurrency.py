@@ -12,6 +12,9 @@ across sockets, tabs, Daphne processes and replicas. The holder renews its
 place every ``LEASE_REFRESH_S`` while it lives and removes it when it ends
 (socket closed; translation's text final, cancelled or abandoned); a place
 whose replica was killed lapses after ``LEASE_TTL_S`` (default 15 s).
+A translation's place is taken at admission
+(:func:`clinical.translation.admission.translation_accept`) and held while
+its events are read (:func:`clinical.translation.stream.translation_events`).
 
 Settings (0 = no cap): ``USER_MAX_SOCKETS`` (default 6),
 ``USER_MAX_CONCURRENT_TRANSLATIONS`` (default 2),
@@ -21,9 +24,7 @@ Settings (0 = no cap): ``USER_MAX_SOCKETS`` (default 6),
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import redis
@@ -94,7 +95,7 @@ def translation_place_for(*, user_id: int | None, api_client_id: int | None, req
 
 def translation_place(translation) -> Place | None:
     """The place a translation admitted by
-    :func:`clinical.translation.services.translation_accept` holds
+    :func:`clinical.translation.admission.translation_accept` holds
     (:func:`translation_place_for` of its row)."""
     return translation_place_for(user_id=translation.user_id, api_client_id=translation.api_client_id,
                                  request_id=translation.request_id)
@@ -152,31 +153,3 @@ class PlaceHolder:
         if not self._released:
             self._released = True
             await place_give_back(self.place)
-
-
-def translation_events(*, translation, engine, received_ns: int):
-    """:func:`clinical.translation.stream.translation_events`, holding the
-    translation's place (:func:`translation_place`) until its text is final:
-    the place is given back before the final event is passed on (so the
-    holder may start the next one at once), or when the stream is cancelled
-    or abandoned. Every transport reads a translation's events through this."""
-    from clinical.translation import stream  # stream -> generation -> services -> here
-
-    events = stream.translation_events(translation=translation, engine=engine, received_ns=received_ns)
-    place = translation_place(translation)
-    return events if place is None else _events_holding_place(events, place=place, final=stream.FINAL)
-
-
-async def _events_holding_place(events: AsyncIterator, *, place: Place, final: frozenset[str]) -> AsyncIterator:
-    holder = PlaceHolder(place)
-    holder.start()
-    try:
-        async with contextlib.aclosing(events):
-            async for event in events:
-                if event.kind in final:
-                    await holder.stop()
-                yield event
-    finally:
-        # Given back before a "cancelled" frame can reach the client; the
-        # shield lets it finish if this task is cancelled once more.
-        await asyncio.shield(holder.stop())

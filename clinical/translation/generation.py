@@ -1,9 +1,9 @@
 """The streaming run: a pending translation goes through the engine token by
-token and its row is finalised (:func:`clinical.translation.services.translation_finish`)
+token and its row is finalised (:func:`clinical.translation.finish.translation_finish`)
 with the figures measured on the way (:class:`StreamMeter`).
 
 A translation is one engine request, or one per sentence
-(:func:`clinical.models.translation_parts`): the sentences are generated
+(:func:`inference.parts.translation_parts`): the sentences are generated
 one after another and their texts streamed in order as one text, each
 after its separator (a space or the note's line break).
 
@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from clinical.models import TextJoiner, Translation, TranslationPart, translation_parts
+from clinical.models import Translation
 from clinical.runtime import replica
 from clinical.runtime.log import request_id_var
-from clinical.translation.self_check import translation_self_check, translation_sentences_self_check
-from clinical.translation.services import TranslationFigures, translation_finish
+from clinical.translation.checking import translation_self_check, translation_sentences_self_check
+from clinical.translation.finish import TranslationFigures, translation_finish
 from inference.base import Delta, Engine, GenerationParams
 from inference.confidence import sequence_confidence
+from inference.parts import TextJoiner, TranslationPart, translation_parts
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ async def translation_generate(
 
     Each piece of text is passed to ``on_token`` as it arrives (callers
     that only want the end result pass none). Once the text is whole the
-    model checks it (:func:`clinical.translation.self_check.translation_self_check`,
+    model checks it (:func:`clinical.translation.checking.translation_self_check`,
     where the gate reads it; a note sentence by sentence) before the row is
     finalised; ``on_check`` is awaited with the number of sentences to be
     checked (1 for a single request) as the first check starts, and not
@@ -211,7 +212,7 @@ async def translation_generate(
 async def _sentences_check(translation: Translation, engine: Engine, parts: list[TranslationPart],
                            answers: list[str], cuts: list[bool], *,
                            on_start: Callable[[], Awaitable[None]]) -> tuple[float | None, list[dict]]:
-    """A note's sentence checks (:func:`clinical.translation.self_check.translation_sentences_self_check`):
+    """A note's sentence checks (:func:`clinical.translation.checking.translation_sentences_self_check`):
     ``(lowest P(yes) or None where none ran, Translation.sentence_checks)``.
     Each sentence is its part's source (the note's unit) and its text the
     part's answer after its copied heading."""

@@ -7,9 +7,9 @@ from django.contrib.sessions.models import Session
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from clinical.frames import sentences_as_written
 from clinical.models import Translation
 from clinical.quality import measure as quality
+from clinical.rerun.change_note import sentences_as_written
 from clinical.rerun.sentences import sentence_text
 from clinical.translation.handouts import handout_model_text
 
@@ -68,7 +68,7 @@ def handout_for_user(*, user, request_id) -> dict:
 
 def doubted_drafts(*, translation: Translation) -> list[dict]:
     """The plain-words drafts of a note's sentences that its re-run gave as
-    written (:func:`clinical.frames.sentences_as_written`), for the
+    written (:func:`clinical.rerun.change_note.sentences_as_written`), for the
     clinician to judge: ``[{"sentence": number from 1, "text": the
     streamed text of that sentence}]`` in order; empty for any other
     translation (a whole text given as written keeps its draft as the fast

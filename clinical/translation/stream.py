@@ -5,8 +5,13 @@ not) and FHIR.
 admitted → ``started`` → ``token``... → (``checking``) → ``done`` | ``failed``
 | ``unrecorded`` → (after ``done``) ``glossary`` when the engine wrote plain
 definitions. ``checking``: the text is whole and the model is checking it
-(:mod:`clinical.translation.self_check`; on two CPU cores about 0.8 s a
+(:mod:`clinical.translation.checking`; on two CPU cores about 0.8 s a
 sentence) before it is final.
+
+The stream holds the translation's place under its holder's cap
+(:mod:`clinical.translation.concurrency`) until the text is final: the
+place is given back before the final event is passed on (so the holder may
+start the next one at once), or when the stream is cancelled or abandoned.
 
 A transport that stops iterating (the client left) or cancels the task
 that iterates stops the engine request; the row is then recorded
@@ -25,6 +30,7 @@ already quit or is broken").
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 from collections.abc import AsyncIterator
@@ -35,7 +41,7 @@ from redis.exceptions import RedisError
 
 from clinical.models import Translation
 from clinical.runtime.log import request_id_var
-from clinical.translation import generation
+from clinical.translation import concurrency, generation
 from clinical.translation import glossary_writes as glossary
 from inference.base import Engine
 
@@ -77,9 +83,12 @@ class _Checking:
     sentences: int
 
 
-async def translation_events(*, translation: Translation, engine: Engine,
-                             received_ns: int) -> AsyncIterator[TranslationEvent]:
-    """The events of an admitted translation (see the module docstring).
+def translation_events(*, translation: Translation, engine: Engine,
+                       received_ns: int) -> AsyncIterator[TranslationEvent]:
+    """The events of an admitted translation (see the module docstring),
+    holding its place (:func:`clinical.translation.concurrency.translation_place`)
+    until its text is final. Every transport reads a translation's events
+    through this.
 
     ``received_ns``: ``time.monotonic_ns()`` when the server received the
     request (figures are measured from it, in ms).
@@ -97,6 +106,29 @@ async def translation_events(*, translation: Translation, engine: Engine,
         asyncio.CancelledError: the iterating task was cancelled; the engine
             request is aborted and the row recorded ``cancelled`` first.
     """
+    events = _events(translation=translation, engine=engine, received_ns=received_ns)
+    place = concurrency.translation_place(translation)
+    return events if place is None else _events_holding_place(events, place=place)
+
+
+async def _events_holding_place(events: AsyncIterator[TranslationEvent], *,
+                                place: concurrency.Place) -> AsyncIterator[TranslationEvent]:
+    holder = concurrency.PlaceHolder(place)
+    holder.start()
+    try:
+        async with contextlib.aclosing(events):
+            async for event in events:
+                if event.kind in FINAL:
+                    await holder.stop()
+                yield event
+    finally:
+        # Given back before a "cancelled" frame can reach the client; the
+        # shield lets it finish if this task is cancelled once more.
+        await asyncio.shield(holder.stop())
+
+
+async def _events(*, translation: Translation, engine: Engine, received_ns: int) -> AsyncIterator[TranslationEvent]:
+    """The events of :func:`translation_events`, without the place."""
     queue: asyncio.Queue = asyncio.Queue()
 
     async def on_token(text: str) -> None:

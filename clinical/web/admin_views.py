@@ -21,13 +21,14 @@ from django.template.response import TemplateResponse  # noqa: E402
 
 from clinical.rerun import lane  # noqa: E402
 from clinical.translation.engine import engine_status  # noqa: E402
-from clinical.web import stats  # noqa: E402
+from clinical.web import audit_latency  # noqa: E402
 
 WINDOWS = {"hour": "48h", "day": "30d"}
 
 
 def _table(bucket: str):
-    return stats.latency_table(since=stats.window_start(stats.parse_since(WINDOWS[bucket])), bucket=bucket)
+    since = audit_latency.window_start(audit_latency.parse_since(WINDOWS[bucket]))
+    return audit_latency.latency_table(since=since, bucket=bucket)
 
 
 @permission_required("clinical.view_auditevent", raise_exception=True)

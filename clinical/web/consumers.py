@@ -1,13 +1,14 @@
 """The WebSocket consumer that streams a translation to the clinician's
-page. The frames it sends are built in :mod:`clinical.frames` (which holds
-the protocol), and a translation's events come from
-:func:`clinical.translation.stream.translation_events`.
+page. The frames it sends are built in :mod:`clinical.web.frames` (which
+holds the protocol) from a translation's events
+(:func:`clinical.translation.stream.translation_events`) and the re-run
+lane's verification events (:mod:`clinical.rerun.notify`).
 
 Anonymous sockets are closed with code 4401, and so is a socket whose
 session expires, is logged out or whose user is deactivated (checked on
 every frame and every ``SESSION_CHECK_INTERVAL_S``). A signed-in user outside
 the Clinician group gets a ``forbidden`` error frame and the close code 4403
-(:mod:`clinical.web.roles`; also when removed from the group while the
+(:mod:`clinical.roles`; also when removed from the group while the
 socket is open); a user who already holds ``USER_MAX_SOCKETS`` open sockets
 (on any replica) gets ``too_many_sockets`` and 4429
 (:mod:`clinical.translation.concurrency`). A replica that shuts
@@ -29,13 +30,13 @@ from django.core.exceptions import ValidationError
 from django.db import DatabaseError
 from redis.exceptions import RedisError
 
-from clinical import frames
 from clinical.models import Translation
 from clinical.rerun import notify
+from clinical.roles import NOT_A_CLINICIAN_MESSAGE, user_is_clinician
 from clinical.runtime import drain
-from clinical.translation import concurrency, ratelimit, selectors, services, stream
+from clinical.translation import admission, concurrency, ratelimit, selectors, stream
 from clinical.translation.engine import engine_get
-from clinical.web.roles import NOT_A_CLINICIAN_MESSAGE, user_is_clinician
+from clinical.web import frames
 from clinical.web.sessions import session_activity_record
 
 logger = logging.getLogger(__name__)
@@ -192,10 +193,10 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
             await self.send_error("in_progress", "A translation is already running; cancel it first.")
             return
         try:
-            translation, engine = await services.translation_accept(
+            translation, engine = await admission.translation_accept(
                 user=self.scope["user"], api_client=None, source=Translation.Source.WEB, text=text,
                 reading_level=content.get("reading_level"), language=content.get("language"))
-        except services.TranslationRefused as refused:
+        except admission.TranslationRefused as refused:
             await self.send_json(frames.error_frame(refused.code, refused.message,
                                                     retry_after_s=refused.retry_after_s))
             return
@@ -213,7 +214,7 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
         one-at-a-time engine another clinician's translation stops it, and
         then no frame follows (the ``done`` frame's vocabulary definitions
         stand)."""
-        events = concurrency.translation_events(translation=translation, engine=engine, received_ns=received_ns)
+        events = stream.translation_events(translation=translation, engine=engine, received_ns=received_ns)
         text_final = False  # this translation's text has ended (the socket is free)
         try:
             async for event in events:
@@ -237,7 +238,7 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
                     # The text was streamed but its final state could not be
                     # stored; the row stays pending until the sweep finalises it.
                     await self.send_closed_safe(frames.error_frame(
-                        "unavailable", stream.UNRECORDED_MESSAGE, retry_after_s=services.UNAVAILABLE_RETRY_AFTER_S))
+                        "unavailable", stream.UNRECORDED_MESSAGE, retry_after_s=admission.UNAVAILABLE_RETRY_AFTER_S))
         except asyncio.CancelledError:
             # Cancelled while its text was still coming (a cancel frame, the
             # session's end): say so. Cancelled in its glossary step (the
@@ -271,17 +272,19 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
         if frame is not None:
             await self.send_json(frame)
 
-    async def translation_verification(self, event: dict) -> None:
-        """Channel-layer handler: a re-run worker reports progress."""
-        await self.send_json(event["frame"])
+    async def translation_verification(self, message: dict) -> None:
+        """Channel-layer handler: a re-run worker reports progress (a
+        :mod:`clinical.rerun.notify` event, sent as its frame)."""
+        await self.send_json(frames.verification_event_frame(message["event"]))
 
     async def send_unavailable(self) -> None:
-        refusal = services.unavailable_refusal()
+        refusal = admission.unavailable_refusal()
         await self.send_closed_safe(frames.error_frame(refusal.code, refusal.message,
                                                        retry_after_s=refusal.retry_after_s))
 
-    async def send_error(self, code: str, message: str) -> None:
-        await self.send_json(frames.error_frame(code, message))
+    async def send_error(self, code: str, message: str, *, retry_after_s: float | None = None) -> None:
+        """Send an ``error`` frame (:func:`clinical.web.frames.error_frame`)."""
+        await self.send_json(frames.error_frame(code, message, retry_after_s=retry_after_s))
 
     async def send_closed_safe(self, content: dict) -> None:
         """Send unless the socket is already gone (disconnect cancels too)."""

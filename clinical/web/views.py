@@ -1,7 +1,7 @@
 """HTML views: the translation page (the streaming itself is a WebSocket).
 
 Every page that translates or shows translations is for members of the
-Clinician group only (:func:`clinical.web.roles.clinician_required`: 403 for
+Clinician group only (:func:`clinical.roles.clinician_required`: 403 for
 anyone else signed in)."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from clinical import frames
 from clinical.models import Translation
 from clinical.quality.display import language_review_notes, translation_quality_display
+from clinical.roles import clinician_required
 from clinical.translation import handouts
 from clinical.translation.selectors import (
     handout_for_user,
@@ -25,7 +25,7 @@ from clinical.translation.selectors import (
     translation_list_for_user,
     translation_search_for_user,
 )
-from clinical.web.roles import clinician_required
+from clinical.web import frames
 
 HISTORY_PAGE_SIZE = 20
 HISTORY_QUERY_MAX_CHARS = 200

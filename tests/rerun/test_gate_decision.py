@@ -8,17 +8,17 @@ import pytest
 
 from clinical.models import Rerun, Translation
 from clinical.quality.gate import DEFAULT_THRESHOLD
-from clinical.translation import services
+from clinical.translation import admission, finish
 from tests.data import laymaker_sentences
 
 FINAL = ("verified", "verification_failed", "error", "cancelled")
 
 
 def finish_with_confidence(user, confidence: float) -> Translation:
-    row = services.translation_create(user=user, text=laymaker_sentences()[2])
-    return services.translation_finish(
+    row = admission.translation_create(user=user, text=laymaker_sentences()[2])
+    return finish.translation_finish(
         translation_id=row.pk, status=Translation.Status.COMPLETED, output_text="Plain text.",
-        figures=services.TranslationFigures(tokens_out=3, confidence=confidence))
+        figures=finish.TranslationFigures(tokens_out=3, confidence=confidence))
 
 
 @pytest.mark.django_db
@@ -43,7 +43,7 @@ def test_below_the_threshold_one_rerun_is_queued_after_commit(clinician, django_
 @pytest.mark.django_db
 def test_cancelled_and_failed_translations_are_not_rerun(clinician):
     for status in (Translation.Status.CANCELLED, Translation.Status.ERROR):
-        row = services.translation_create(user=clinician, text="Left knee pain.")
-        services.translation_finish(translation_id=row.pk, status=status, output_text="",
-                                    figures=services.TranslationFigures(confidence=0.1))
+        row = admission.translation_create(user=clinician, text="Left knee pain.")
+        finish.translation_finish(translation_id=row.pk, status=status, output_text="",
+                                    figures=finish.TranslationFigures(confidence=0.1))
     assert not Rerun.objects.exists()

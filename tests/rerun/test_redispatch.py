@@ -15,15 +15,15 @@ from clinical.models import Rerun, Translation
 from clinical.quality.gate import DEFAULT_THRESHOLD
 from clinical.rerun.broker import broker_epoch
 from clinical.rerun.dispatch import reruns_redispatch
-from clinical.translation import services
+from clinical.translation import admission, finish
 from tests.data import laymaker_sentences
 
 
 def finish_below_threshold(user) -> Translation:
-    row = services.translation_create(user=user, text=laymaker_sentences()[2])
-    return services.translation_finish(
+    row = admission.translation_create(user=user, text=laymaker_sentences()[2])
+    return finish.translation_finish(
         translation_id=row.pk, status=Translation.Status.COMPLETED, output_text="Plain text.",
-        figures=services.TranslationFigures(tokens_out=3, confidence=DEFAULT_THRESHOLD - 0.01))
+        figures=finish.TranslationFigures(tokens_out=3, confidence=DEFAULT_THRESHOLD - 0.01))
 
 
 def rerun_queue_length() -> int:

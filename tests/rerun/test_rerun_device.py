@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from clinical.rerun.cpu_priority import cpu_priority_resolve
-from clinical.rerun.engine import rerun_engine_config, rerun_engine_device
+from clinical.rerun.worker_engine import rerun_engine_config, rerun_engine_device
 from inference import factory
-from inference.models import smollm2_gguf_path
+from inference.weights import smollm2_gguf_path
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ import shutil
 
 import pytest
 
-from clinical.rerun.engine import RerunModelRefused, rerun_engine_config, rerun_model, rerun_model_check
-from inference import models
-from inference.models import default_gguf_path, default_hf_path, smollm2_gguf_path, smollm2_hf_path
+from clinical.rerun.worker_engine import RerunModelRefused, rerun_engine_config, rerun_model, rerun_model_check
+from inference import weights
+from inference.weights import default_gguf_path, default_hf_path, smollm2_gguf_path, smollm2_hf_path
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def test_a_rerun_model_of_another_architecture_is_refused_with_each_difference(r
 
 
 def test_the_same_model_in_gguf_and_full_precision_matches(rerun_settings):
-    assert models.architecture_mismatch(str(smollm2_gguf_path()), str(smollm2_hf_path())) == []
+    assert weights.architecture_mismatch(str(smollm2_gguf_path()), str(smollm2_hf_path())) == []
     rerun_settings.INFERENCE_MODEL = str(smollm2_gguf_path())
     rerun_settings.RERUN_MODEL = str(smollm2_hf_path())
     assert rerun_model_check() == str(smollm2_hf_path())
@@ -84,5 +84,5 @@ def test_the_same_model_in_gguf_and_full_precision_matches(rerun_settings):
 def test_a_model_that_cannot_be_read_here_is_not_refused(rerun_settings, tmp_path):
     rerun_settings.INFERENCE_MODEL = str(smollm2_gguf_path())
     rerun_settings.RERUN_MODEL = "Qwen/Qwen2.5-7B-Instruct"  # a hub name: nothing local to compare
-    assert models.architecture_mismatch(rerun_settings.INFERENCE_MODEL, rerun_settings.RERUN_MODEL) is None
+    assert weights.architecture_mismatch(rerun_settings.INFERENCE_MODEL, rerun_settings.RERUN_MODEL) is None
     assert rerun_model_check() == "Qwen/Qwen2.5-7B-Instruct"

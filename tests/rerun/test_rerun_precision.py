@@ -11,10 +11,10 @@ import pytest
 from django.urls import reverse
 
 from clinical.api import fhir
-from clinical.frames import verification_frame
 from clinical.models import RERUN_PRECISION, AuditEvent, Rerun, Translation
 from clinical.rerun import execute
-from clinical.translation import selectors, services
+from clinical.translation import admission, finish, selectors
+from clinical.web.frames import verification_frame
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,9 +26,9 @@ VERIFIED = "There is a little extra fluid in your left knee."
 def verified_translation(user, *, engine_precision: str) -> Translation:
     """A low-confidence translation whose re-run completed on an engine that
     reported ``engine_precision`` ("" as rows from before the field)."""
-    row = services.translation_create(user=user, text=KNEE)
-    row = services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED,
-                                      output_text=FAST, figures=services.TranslationFigures(
+    row = admission.translation_create(user=user, text=KNEE)
+    row = finish.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED,
+                                      output_text=FAST, figures=finish.TranslationFigures(
                                           tokens_out=6, confidence=0.01))
     rerun = execute.rerun_start(translation_id=row.pk)  # the gate queued it (confidence 0.01)
     execute.rerun_complete(rerun_id=rerun.pk, output_text=VERIFIED, token_logprobs=[-0.1] * 10,
@@ -69,10 +69,10 @@ def test_the_api_fhir_and_audit_record_carry_the_engines_precision(clinician):
 
 
 def test_the_fast_text_keeps_its_own_engines_label_until_verified(clinician):
-    row = services.translation_create(user=clinician, text=KNEE)
+    row = admission.translation_create(user=clinician, text=KNEE)
     Translation.objects.filter(pk=row.pk).update(precision="q4_k_m")
-    row = services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED,
-                                      output_text=FAST, figures=services.TranslationFigures(
+    row = finish.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED,
+                                      output_text=FAST, figures=finish.TranslationFigures(
                                           tokens_out=6, confidence=0.01))
     assert selectors.translation_api_view(translation=row)["precision"] == "q4_k_m"
 

@@ -10,17 +10,17 @@ import pytest
 
 from clinical.models import Rerun, Translation
 from clinical.rerun import execute
-from clinical.translation import services
+from clinical.translation import admission, finish
 from inference.fake_engine import FakeEngine
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def low_confidence_translation(user) -> Translation:
-    row = services.translation_create(user=user, text="Mild left knee effusion.")
-    return services.translation_finish(
+    row = admission.translation_create(user=user, text="Mild left knee effusion.")
+    return finish.translation_finish(
         translation_id=row.pk, status=Translation.Status.COMPLETED, output_text="Some fluid in your left knee.",
-        figures=services.TranslationFigures(tokens_out=6, confidence=0.01))
+        figures=finish.TranslationFigures(tokens_out=6, confidence=0.01))
 
 
 def test_a_hung_rerun_stops_at_its_time_limit_and_the_next_one_runs(clinician, settings, monkeypatch):
@@ -48,10 +48,10 @@ def test_an_engine_that_hangs_on_one_text_holds_the_lane_only_until_the_limit(cl
     settings.RERUN_SOFT_TIME_LIMIT_S = 1
     engine = FakeEngine(hang_on="left hip")
     monkeypatch.setattr(execute, "rerun_engine_get", lambda: engine)
-    row = services.translation_create(user=clinician, text="Chronic pain of the left hip.")
-    hung = services.translation_finish(
+    row = admission.translation_create(user=clinician, text="Chronic pain of the left hip.")
+    hung = finish.translation_finish(
         translation_id=row.pk, status=Translation.Status.COMPLETED, output_text="Your left hip hurts.",
-        figures=services.TranslationFigures(tokens_out=4, confidence=0.01))
+        figures=finish.TranslationFigures(tokens_out=4, confidence=0.01))
     nxt = low_confidence_translation(clinician)
 
     started = time.monotonic()

@@ -23,7 +23,7 @@ from clinical.audit import text_fingerprint
 from clinical.models import AppendOnlyError, AuditEvent, Translation
 from clinical.translation.engine import engine_set
 from inference.llamacpp_engine import LlamaCppEngine
-from inference.models import smollm2_gguf_path
+from inference.weights import smollm2_gguf_path
 from tests.conftest import PASSWORD
 from tests.data import laymaker_sentences
 from tests.frames import frames_until, open_socket

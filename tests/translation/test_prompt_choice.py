@@ -8,14 +8,10 @@ from __future__ import annotations
 import pytest
 from django.conf import settings as django_settings
 
-from clinical.models import (
-    translation_message_parts,
-    translation_messages,
-    translation_parts,
-    translation_prompt_version,
-)
-from clinical.translation import services
+from clinical.translation import admission
+from clinical.translation.prompting import translation_prompt_version
 from inference.examples import default_pool, default_router, normalise
+from inference.parts import translation_message_parts, translation_messages, translation_parts
 from inference.prompts import EXAMPLES_PROMPT_VERSION, PROMPT_VERSION, ClusterPrompt, build_messages, hints_strip
 
 pytestmark = pytest.mark.django_db
@@ -54,7 +50,7 @@ def test_a_site_can_turn_the_examples_off(settings):
 
 def test_a_note_is_one_request_per_sentence_each_with_its_cluster_prefix(clinician, settings):
     settings.PROMPT_HEADINGS = False
-    row = services.translation_create(user=clinician, text=NOTE)
+    row = admission.translation_create(user=clinician, text=NOTE)
     parts = translation_parts(row)
     assert [p.separator for p in parts] == ["", "\n", " "]
     assert [hints_strip(p.messages[-1]["content"]) for p in parts] == [
@@ -70,14 +66,14 @@ def test_a_note_is_one_request_per_sentence_each_with_its_cluster_prefix(clinici
 
 def test_a_heading_is_copied_and_the_model_gets_only_its_findings(clinician, settings):
     settings.PROMPT_HEADINGS, settings.PROMPT_HINTS = True, False
-    row = services.translation_create(user=clinician, text=NOTE)
+    row = admission.translation_create(user=clinician, text=NOTE)
     parts = translation_parts(row)
     assert [(p.separator, p.prefix) for p in parts] == [("", ""), ("\n", "ABDOMEN : "), (" ", "")]
     assert [p.messages[-1]["content"] for p in parts] == [
         "There is 1+ pretibial edema.", "Soft, nontender.", "No calf tenderness."]
     _, fixed = default_router(24, 8).route("Soft, nontender.")  # routed by its findings, not the heading
     assert [m["content"] for m in parts[1].messages[1:-1:2]] == [e.original.strip() for e in fixed]
-    one = services.translation_create(user=clinician, text="NEUROLOGIC : I can not assess at this time.")
+    one = admission.translation_create(user=clinician, text="NEUROLOGIC : I can not assess at this time.")
     (part,) = translation_parts(one)
     assert part.prefix == "NEUROLOGIC : " and part.messages[-1]["content"] == "I can not assess at this time."
     with pytest.raises(ValueError, match="verbatim heading"):  # one request, but not the whole text
@@ -87,7 +83,7 @@ def test_a_heading_is_copied_and_the_model_gets_only_its_findings(clinician, set
 
 
 def test_a_stored_row_renders_the_same_requests_after_the_settings_change(clinician, settings):
-    row = services.translation_create(user=clinician, text=NOTE)
+    row = admission.translation_create(user=clinician, text=NOTE)
     before = translation_message_parts(row)
     settings.PROMPT_CLUSTERS, settings.PROMPT_CLUSTER_EXAMPLES, settings.PROMPT_RETRIEVED_K = 6, 2, 3
     assert translation_message_parts(row) == before
@@ -96,7 +92,7 @@ def test_a_stored_row_renders_the_same_requests_after_the_settings_change(clinic
 
 
 def test_one_sentence_is_one_request_from_the_text_itself(clinician):
-    row = services.translation_create(user=clinician, text="There is 1+ pretibial edema.")
+    row = admission.translation_create(user=clinician, text="There is 1+ pretibial edema.")
     assert len(translation_message_parts(row)) == 1
     assert translation_messages(row) == translation_message_parts(row)[0]
     assert hints_strip(translation_messages(row)[-1]["content"]) == "There is 1+ pretibial edema."
@@ -106,7 +102,7 @@ def test_a_pool_sentence_gets_pool_examples_never_itself_and_the_rerun_builds_th
     pool_sentence = default_pool().examples[0].original
     for clusters, version in ((24, CLUSTERED), (0, EXAMPLES_PROMPT_VERSION)):
         settings.PROMPT_CLUSTERS = clusters
-        row = services.translation_create(user=clinician, text=pool_sentence)
+        row = admission.translation_create(user=clinician, text=pool_sentence)
         assert row.prompt_version == version
         messages = translation_messages(row)
         assert messages[0]["role"] == "system" and messages[-1]["content"] == pool_sentence.strip()
@@ -118,16 +114,16 @@ def test_a_pool_sentence_gets_pool_examples_never_itself_and_the_rerun_builds_th
 def test_rows_of_the_earlier_prompts_render_as_they_did(clinician, settings):
     settings.PROMPT_CLUSTERS = 0
     sentence = "There is 1+ pretibial edema ."
-    row = services.translation_create(user=clinician, text=sentence)
+    row = admission.translation_create(user=clinician, text=sentence)
     assert translation_messages(row) == build_messages(sentence, examples=default_pool().retrieve(sentence, 6))
     settings.PROMPT_EXAMPLES = False
-    row = services.translation_create(user=clinician, text=NOTE)
+    row = admission.translation_create(user=clinician, text=NOTE)
     assert translation_message_parts(row) == [build_messages(NOTE)]
 
 
 def test_hpo_plain_words_follow_a_sentence_and_a_stored_row_keeps_them(clinician, settings):
     settings.PROMPT_HINTS, settings.PROMPT_HEADINGS = True, False
-    row = services.translation_create(user=clinician, text="Acute cholecystitis.\nNo acute distress.")
+    row = admission.translation_create(user=clinician, text="Acute cholecystitis.\nNo acute distress.")
     assert row.prompt_version == ClusterPrompt(24, 8, 0, hints=True).version
     first, second = translation_message_parts(row)
     assert first[-1]["content"].startswith("Acute cholecystitis.\n\n(Plain words")
@@ -135,6 +131,6 @@ def test_hpo_plain_words_follow_a_sentence_and_a_stored_row_keeps_them(clinician
     assert second[-1]["content"] == "No acute distress."  # no HPO term: the .2 messages exactly
     settings.PROMPT_HINTS = False
     assert translation_message_parts(row) == [first, second]
-    older = services.translation_create(user=clinician, text="Acute cholecystitis.")
+    older = admission.translation_create(user=clinician, text="Acute cholecystitis.")
     assert older.prompt_version == ClusterPrompt(24, 8, 0).version
     assert translation_messages(older)[-1]["content"] == "Acute cholecystitis."

@@ -1,4 +1,4 @@
-"""The model's own check of each output (clinical/translation/self_check.py):
+"""The model's own check of each output (clinical/translation/checking.py):
 run by the web process after the stream, stored with the translation and
 its audit event, read by the gate instead of the confidence, and by the
 re-run to choose among its candidates (clinical/rerun/execute.py)."""
@@ -13,13 +13,13 @@ import pytest
 from channels.db import database_sync_to_async
 
 from clinical.api.serializers import TranslationSerializer
-from clinical.frames import verification_frame
 from clinical.models import AuditEvent, Translation
 from clinical.quality.display import translation_quality_display
 from clinical.quality.measure import translation_quality_payload
 from clinical.rerun import candidates, execute
-from clinical.translation import selectors, services
+from clinical.translation import admission, finish, selectors
 from clinical.translation.generation import CANCEL_REQUESTED, translation_generate
+from clinical.web.frames import verification_frame
 from inference.fake_engine import FakeEngine
 from inference.self_check import SELF_CHECK_PROMPT_VERSION
 
@@ -31,15 +31,15 @@ BETTER = "There is a small amount of extra fluid in your left knee."
 
 
 async def create(user, text: str = KNEE) -> Translation:
-    return await database_sync_to_async(services.translation_create)(user=user, text=text)
+    return await database_sync_to_async(admission.translation_create)(user=user, text=text)
 
 
 def doubted_fast_text(user, *, confidence: float = 0.97) -> Translation:
     """A finished translation of KNEE whose fast text FAST the model's own
     check doubted (P(yes) 0.3), as the web process leaves it for the re-run."""
-    row = services.translation_create(user=user, text=KNEE)
-    return services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=FAST,
-                                       figures=services.TranslationFigures(tokens_out=9, confidence=confidence,
+    row = admission.translation_create(user=user, text=KNEE)
+    return finish.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=FAST,
+                                       figures=finish.TranslationFigures(tokens_out=9, confidence=confidence,
                                                                            self_check=0.3))
 
 

@@ -10,14 +10,15 @@ import time
 import pytest
 from channels.db import database_sync_to_async
 
-from clinical.models import Translation, translation_parts
-from clinical.translation import services, stream
+from clinical.models import Translation
+from clinical.translation import admission, stream
 from clinical.translation.generation import translation_generate
 from inference.base import GenerationParams
 from inference.examples import cluster_prefix_messages, default_router, note_sentences
 from inference.fake_engine import FakeEngine
 from inference.llamacpp_engine import LlamaCppEngine
-from inference.models import smollm2_gguf_path
+from inference.parts import translation_parts
+from inference.weights import smollm2_gguf_path
 from tests.data import laymaker_sentences
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,7 +28,7 @@ SENTENCES = ["There is 1+ pretibial edema.", "ABDOMEN : Soft, nontender.", "No c
 
 
 async def create(user, text: str) -> Translation:
-    return await database_sync_to_async(services.translation_create)(user=user, text=text)
+    return await database_sync_to_async(admission.translation_create)(user=user, text=text)
 
 
 async def events_of(translation: Translation, engine) -> list[stream.TranslationEvent]:
@@ -56,7 +57,7 @@ async def test_a_note_streams_its_sentences_in_order_as_one_translation(clinicia
 
 
 async def test_a_copied_heading_streams_before_the_answer_to_its_findings(clinician, settings):
-    from clinical.models import translation_parts_join
+    from inference.parts import translation_parts_join
 
     settings.PROMPT_HEADINGS, settings.PROMPT_HINTS = True, False
     row = await create(clinician, NOTE)
@@ -80,7 +81,7 @@ async def test_sentences_of_one_line_keep_their_boundary_when_an_answer_drops_it
     next in lower case: the joined text gets the period and the capital
     ("not painful. No pain"), not "not painful no pain"; a line break or a
     comma is left as written."""
-    from clinical.models import translation_parts_join
+    from inference.parts import translation_parts_join
 
     settings.PROMPT_HEADINGS, settings.PROMPT_HINTS = True, False
     parts = translation_parts(await create(clinician, NOTE))
@@ -99,7 +100,7 @@ async def test_the_text_and_each_line_start_with_a_capital_but_a_copied_heading_
     examples do: the text a patient reads starts with a capital, and so
     does a line; after a copied heading ("ABDOMEN : soft") the finding is
     left as written, and a first word with a capital or digit ("pH") too."""
-    from clinical.models import line_start_capitalized, translation_parts_join
+    from inference.parts import line_start_capitalized, translation_parts_join
 
     settings.PROMPT_HEADINGS, settings.PROMPT_HINTS = False, False
     parts = translation_parts(await create(clinician, "Bilateral pretibial edema.\nNo calf tenderness."))
@@ -116,7 +117,7 @@ def test_a_first_word_streamed_in_fragments_keeps_its_capital_and_digit():
     until its word ends, so neither the text's start nor a sentence after
     another on the same line becomes "PH"; a held one-word answer is
     streamed when it ends."""
-    from clinical.models import TextJoiner
+    from inference.parts import TextJoiner
 
     joiner = TextJoiner()
     joiner.begin("")
@@ -246,9 +247,9 @@ async def test_the_warm_up_leaves_each_cluster_prefix_for_the_first_clinician(cl
 
 async def test_the_parts_joined_for_a_rerun_are_the_text_the_fast_run_stored(clinician, settings):
     """A re-run that generates each part joins the answers as the fast run
-    streamed them (clinical.models.translation_parts_join)."""
+    streamed them (inference.parts.translation_parts_join)."""
     settings.PROMPT_HEADINGS = False
-    from clinical.models import translation_parts_join
+    from inference.parts import translation_parts_join
 
     engine = FakeEngine()
     row = await create(clinician, NOTE)

@@ -1,5 +1,5 @@
 """A note of several sentences is checked sentence by sentence
-(clinical/translation/self_check.py, clinical/translation/generation.py)
+(clinical/translation/checking.py, clinical/translation/generation.py)
 and re-run sentence by sentence (clinical/rerun/sentences.py,
 clinical/rerun/execute.py): only the sentences the model's own check
 doubted change, so one doubted sentence no longer turns a whole note into
@@ -15,13 +15,13 @@ import pytest
 from channels.db import database_sync_to_async
 
 from clinical.api.serializers import TranslationSerializer
-from clinical.frames import verification_frame
 from clinical.models import AuditEvent, Translation
 from clinical.quality.display import self_check_display
 from clinical.quality.measure import translation_quality_payload
 from clinical.rerun import candidates, execute
-from clinical.translation import selectors, services
+from clinical.translation import admission, finish, selectors
 from clinical.translation.generation import translation_generate
+from clinical.web.frames import verification_frame
 from inference.fake_engine import FakeEngine
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,7 +39,7 @@ def echo(sentence: str) -> str:
 async def test_a_note_is_checked_sentence_by_sentence_and_gated_by_its_most_doubted_sentence(clinician, settings):
     settings.SELF_CHECK_THRESHOLD = 0.6
     engine = FakeEngine(logprob=-0.01, checks={echo(SENTENCES[1]): 0.3}, check_all=0.9)
-    row = await database_sync_to_async(services.translation_create)(user=clinician, text=NOTE)
+    row = await database_sync_to_async(admission.translation_create)(user=clinician, text=NOTE)
     done = await translation_generate(translation=row, engine=engine, received_ns=time.monotonic_ns())
     assert done.output_text == " ".join(echo(s) for s in SENTENCES)
     assert [(c["input"], c["answer"], c["cut"]) for c in done.sentence_checks] == [
@@ -60,7 +60,7 @@ async def test_a_note_is_checked_sentence_by_sentence_and_gated_by_its_most_doub
 async def test_a_note_whose_sentences_the_model_trusts_is_not_rerun(clinician, settings):
     settings.SELF_CHECK_THRESHOLD = 0.6
     engine = FakeEngine(logprob=-1.5, check_all=0.9)  # confidence 0.22: only the check stands for it
-    row = await database_sync_to_async(services.translation_create)(user=clinician, text=NOTE)
+    row = await database_sync_to_async(admission.translation_create)(user=clinician, text=NOTE)
     done = await translation_generate(translation=row, engine=engine, received_ns=time.monotonic_ns())
     assert done.self_check == pytest.approx(0.9) and done.rerun_reason == ""
     assert done.verification == Translation.Verification.NOT_NEEDED
@@ -69,11 +69,11 @@ async def test_a_note_whose_sentences_the_model_trusts_is_not_rerun(clinician, s
 def doubted_note(user, p_yes=(0.9, 0.3, 0.8)) -> Translation:
     """A finished translation of NOTE streamed as FAST, whose second
     sentence the model's check doubted, as the web process leaves it."""
-    row = services.translation_create(user=user, text=NOTE)
+    row = admission.translation_create(user=user, text=NOTE)
     checks = [{"input": s, "answer": f, "cut": False, "p_yes": p} for s, f, p in zip(SENTENCES, FAST, p_yes)]
-    return services.translation_finish(
+    return finish.translation_finish(
         translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=" ".join(FAST),
-        figures=services.TranslationFigures(tokens_out=30, confidence=0.97, self_check=min(p_yes),
+        figures=finish.TranslationFigures(tokens_out=30, confidence=0.97, self_check=min(p_yes),
                                             sentence_checks=checks))
 
 
@@ -158,11 +158,11 @@ def test_a_note_gated_by_its_confidence_alone_is_rerun_whole(clinician, settings
     settings.RERUN_CANDIDATES = ("full_precision",)
     worker = FakeEngine(logprob=-0.01, check_all=0.9)
     monkeypatch.setattr(execute, "rerun_engine_get", lambda: worker)
-    row = services.translation_create(user=clinician, text=NOTE)
+    row = admission.translation_create(user=clinician, text=NOTE)
     checks = [{"input": s, "answer": echo(s), "cut": False, "p_yes": None} for s in SENTENCES]
-    row = services.translation_finish(
+    row = finish.translation_finish(
         translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=" ".join(echo(s) for s in SENTENCES),
-        figures=services.TranslationFigures(tokens_out=20, confidence=0.2, sentence_checks=checks))
+        figures=finish.TranslationFigures(tokens_out=20, confidence=0.2, sentence_checks=checks))
     assert row.rerun_reason == "low_confidence"
     done = execute.rerun_execute(translation_id=row.pk)
     assert done.candidate == "full_precision" and len(worker.admitted) >= 3  # one request per sentence
@@ -178,7 +178,7 @@ def test_a_note_with_headings_keeps_each_heading_once_when_a_sentence_is_given_a
     settings.RERUN_CANDIDATES = ("full_precision",)
     note = "ABDOMEN : Soft , nontender .\nEXTREMITIES : No edema ."
     fast = FakeEngine(logprob=-0.01, checks={"EXTREMITIES : Plain words: No edema .": 0.3}, check_all=0.9)
-    row = services.translation_create(user=clinician, text=note)
+    row = admission.translation_create(user=clinician, text=note)
     streamed = asyncio.run(translation_generate(translation=row, engine=fast, received_ns=time.monotonic_ns()))
     assert streamed.output_text == "ABDOMEN : Plain words: Soft , nontender .\nEXTREMITIES : Plain words: No edema ."
     assert [c["answer"] for c in streamed.sentence_checks] == ["Plain words: Soft , nontender .",

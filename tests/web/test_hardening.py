@@ -8,13 +8,13 @@ import pytest
 from django.test import Client
 
 from clinical.models import AuditEvent, Translation
-from clinical.translation import services
+from clinical.translation import admission
 
 pytestmark = pytest.mark.django_db
 
 
 def test_pages_holding_clinical_text_are_never_stored_by_a_cache(client, clinician):
-    row = services.translation_create(user=clinician, text="Left knee effusion.")
+    row = admission.translation_create(user=clinician, text="Left knee effusion.")
     client.force_login(clinician)
     for path in ("/", "/translations/", f"/translations/{row.request_id}/"):
         response = client.get(path)
@@ -30,7 +30,7 @@ def test_invisible_or_bidi_override_text_is_refused(clinician, text, code):
     from django.core.exceptions import ValidationError
 
     with pytest.raises(ValidationError) as refused:
-        services.translation_text_clean(text=text)
+        admission.translation_text_clean(text=text)
     assert refused.value.code == code
     assert Translation.objects.count() == 0
 

@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 
-from clinical.web.roles import CLINICIAN_GROUP
+from clinical.roles import CLINICIAN_GROUP
 
 USERNAME = "demo-clinician"
 

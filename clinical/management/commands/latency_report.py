@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from clinical.web import stats
+from clinical.web import audit_latency
 
 
 class Command(BaseCommand):
@@ -12,14 +12,14 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--since", default="24h", help="window: e.g. 90m, 24h, 7d (default 24h)")
-        parser.add_argument("--bucket", choices=sorted(stats.FREQUENCIES), default="hour")
+        parser.add_argument("--bucket", choices=sorted(audit_latency.FREQUENCIES), default="hour")
 
     def handle(self, *args, since: str, bucket: str, **options) -> None:
         try:
-            window = stats.parse_since(since)
+            window = audit_latency.parse_since(since)
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
-        table = stats.latency_table(since=stats.window_start(window), bucket=bucket)
+        table = audit_latency.latency_table(since=audit_latency.window_start(window), bucket=bucket)
         if table.empty:
             self.stdout.write(f"No translation requests in the last {since}.")
             return

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from clinical.models import Translation
-from clinical.translation import generation, services
+from clinical.translation import admission, generation
 from clinical.translation.engine import engine_get
 
 
@@ -45,7 +45,7 @@ class Command(BaseCommand):
         engine = await engine_get()
         self.stderr.write(f"engine {engine.info.engine} ready in {(time.perf_counter() - started) * 1000:.0f} ms")
         try:
-            row = await database_sync_to_async(services.translation_create)(
+            row = await database_sync_to_async(admission.translation_create)(
                 user=None, text=text, source=Translation.Source.CLI, engine_info=engine.info)
         except ValidationError as exc:
             raise CommandError(exc.messages[0]) from exc

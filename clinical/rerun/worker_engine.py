@@ -7,16 +7,15 @@ engine and its background tasks always live on the same loop.
 
 **The same model as the replicas.** Empty ``RERUN_MODEL`` means the
 full-precision weights of ``INFERENCE_MODEL``
-(:func:`inference.models.full_precision_model`: the Hugging Face folder a
+(:func:`inference.weights.full_precision_model`: the Hugging Face folder a
 GGUF file was converted from, or the unquantized checkpoint itself). A
 ``RERUN_MODEL`` whose architecture differs from ``INFERENCE_MODEL``'s
-(:func:`inference.models.architecture_mismatch`: layers, widths, heads,
+(:func:`inference.weights.architecture_mismatch`: layers, widths, heads,
 vocabulary) is refused when the worker starts (:func:`rerun_model_check`,
 exit status 78, ``EX_CONFIG``) unless ``RERUN_MODEL_MISMATCH_OK=1``; one that
 cannot be read here (a hub name) is logged and allowed.
 
-**A dead engine is rebuilt, not left dead** (issue 18, item 6; the choice
-between rebuilding and exiting for the supervisor): the worker keeps its
+**A dead engine is rebuilt, not left dead**: the worker keeps its
 process and rebuilds the engine with the web replica's code
 (:class:`inference.supervisor.EngineSupervisor`, backoff
 ``ENGINE_REBUILD_BACKOFF_S`` doubling to ``ENGINE_REBUILD_BACKOFF_MAX_S``).
@@ -39,6 +38,7 @@ from typing import TypeVar
 from django.conf import settings
 
 from clinical.rerun import lane
+from inference import weights
 from inference.base import Engine, EngineError
 from inference.factory import EngineConfig, create_engine, engine_device
 from inference.supervisor import EngineSupervisor
@@ -77,13 +77,11 @@ def rerun_model() -> str:
             be found (a GGUF file never converted, a pre-quantized
             checkpoint); the message names the setting.
     """
-    from inference import models
-
     if settings.RERUN_MODEL or settings.RERUN_ENGINE != "vllm":
         return settings.RERUN_MODEL
     try:
-        return models.full_precision_model(settings.INFERENCE_MODEL)
-    except models.ModelError as exc:
+        return weights.full_precision_model(settings.INFERENCE_MODEL)
+    except weights.ModelError as exc:
         raise RerunModelRefused(str(exc)) from None
 
 
@@ -98,13 +96,11 @@ def rerun_model_check() -> str:
             is named) and ``RERUN_MODEL_MISMATCH_OK`` is off, or
             :func:`rerun_model` refused.
     """
-    from inference import models
-
     model = rerun_model()
     if settings.RERUN_ENGINE == "fake" or not model:
         return model
-    fast = settings.INFERENCE_MODEL or str(models.default_gguf_path())
-    differences = models.architecture_mismatch(settings.INFERENCE_MODEL, model)
+    fast = settings.INFERENCE_MODEL or str(weights.default_gguf_path())
+    differences = weights.architecture_mismatch(settings.INFERENCE_MODEL, model)
     if differences is None:
         logger.warning("re-run model %s not compared with INFERENCE_MODEL %s (not both local checkpoints)",
                        model, fast)

@@ -1,8 +1,8 @@
-"""The model's own check of a finished output, run by the web process on
-its engine between the last streamed word and the row's final state, so
-the gate (:func:`clinical.translation.services.translation_finish`) can read
-it (:mod:`inference.self_check`; the threshold:
-:func:`clinical.quality.gate.self_check_threshold`)."""
+"""The stream's checking step: the model's own check of a finished output
+(the question and its P(yes): :mod:`inference.self_check`), run by the web
+process on its engine between the last streamed word and the row's final
+state, so the gate (:func:`clinical.translation.finish.translation_finish`)
+can read it (the threshold: :func:`clinical.quality.gate.self_check_threshold`)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,13 @@
-"""Business logic: admitting a request (validation, rate limit, engine
-queue, refusals) and the writes (sync, keyword-only, atomic) that create and
-finalise a translation. The streaming run itself is in
-:mod:`clinical.translation.generation`.
+"""The entrance of a translation: a request is admitted (the replica is
+not draining, the clinician's rate, the cap on translations running at
+once, a started engine with room in its queue, a valid text) and stored as
+a ``pending`` row, or refused with a reason every transport reports the
+same way (:class:`TranslationRefused`), and audited.
 
-Views, the WebSocket consumer and management commands call these functions;
-they hold no logic of their own.
+Services (keyword-only, sync writes atomic) called by the WebSocket
+consumer, the REST and FHIR views and management commands, which hold no
+logic of their own. The run itself is :mod:`clinical.translation.stream`;
+the exit is :mod:`clinical.translation.finish`.
 """
 
 from __future__ import annotations
@@ -13,25 +16,21 @@ import logging
 import math
 import unicodedata
 import uuid
-from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, transaction
-from django.utils import timezone
 from limits.errors import StorageError
 from redis.exceptions import RedisError
 
-from clinical import audit, frames
-from clinical.models import Translation, translation_prompt_version
-from clinical.quality import gate, glossary
-from clinical.quality import measure as quality
-from clinical.rerun import dispatch
+from clinical import audit
+from clinical.models import Translation
 from clinical.runtime import drain, metrics
 from clinical.translation import concurrency, ratelimit
 from clinical.translation import engine as process_engine
+from clinical.translation.prompting import translation_prompt_version
 from inference.base import EngineBusy, EngineDead, EngineInfo
 from inference.prompts import (
     DEFAULT_LANGUAGE,
@@ -39,7 +38,6 @@ from inference.prompts import (
     LANGUAGES,
     READING_LEVELS,
 )
-from inference.self_check import SELF_CHECK_PROMPT_VERSION
 
 logger = logging.getLogger(__name__)
 
@@ -175,12 +173,17 @@ class TranslationRefused(Exception):
 UNAVAILABLE_RETRY_AFTER_S = 10
 
 
+#: Seconds a client is asked to wait after the engine died (one rebuild of
+#: the default model on a CPU; a 7B model on a GPU takes longer).
+ENGINE_RESTART_RETRY_AFTER_S = 30
+
+
 def engine_restarting_refusal(dead: EngineDead) -> TranslationRefused:
     """The refusal for a request that met a dead engine being rebuilt
     (:class:`inference.supervisor.EngineSupervisor`): code
-    ``engine_restarting``, wait at least ``ENGINE_RESTART_RETRY_AFTER_S``
+    ``engine_restarting``, wait at least :data:`ENGINE_RESTART_RETRY_AFTER_S`
     (one rebuild), or until the next rebuild attempt when that is later."""
-    wait_s = max(frames.ENGINE_RESTART_RETRY_AFTER_S, math.ceil(dead.retry_after_s or 0))
+    wait_s = max(ENGINE_RESTART_RETRY_AFTER_S, math.ceil(dead.retry_after_s or 0))
     return TranslationRefused(
         "engine_restarting", "The translation engine stopped and is restarting; nothing was translated. "
         f"Please try again in {wait_s} s.", retry_after_s=wait_s)
@@ -199,7 +202,7 @@ async def translation_accept(*, user, api_client, source: str, text: object,
     rate, within the clinician's or client's cap on translations running at
     once (a place reserved atomically in Redis:
     :mod:`clinical.translation.concurrency`; read the events through
-    :func:`clinical.translation.concurrency.translation_events`, which gives
+    :func:`clinical.translation.stream.translation_events`, which gives
     it back), a started engine with room in its queue, and a valid text
     stored as a pending translation.
 
@@ -299,99 +302,3 @@ async def _translation_admit(*, user, api_client, source, text, reading_level, l
         admission.release()
         raise
     return translation, engine
-
-
-@dataclass
-class TranslationFigures:
-    """Measured figures of one run (ms from the server receiving the request)."""
-
-    queue_wait_ms: float | None = None
-    ttft_ms: float | None = None
-    total_ms: float | None = None
-    tokens_in: int | None = None
-    tokens_out: int = 0
-    confidence: float | None = None
-    finish_reason: str = ""
-    #: The model's own check of the output (P(yes)), ``None`` when it did not run.
-    self_check: float | None = None
-    #: A note of several sentences checked sentence by sentence
-    #: (:attr:`clinical.models.Translation.sentence_checks`); ``self_check`` is their lowest P(yes).
-    sentence_checks: list[dict] | None = None
-
-
-@transaction.atomic
-def translation_finish(*, translation_id: int, status: str, output_text: str,
-                       figures: TranslationFigures, error_class: str = "") -> Translation:
-    """Put a pending translation in its final state, exactly once, with its
-    audit event in the same transaction.
-
-    A completed output is measured (readability, safety and faithfulness
-    checks: :func:`clinical.quality.measure.output_quality`, about 10 ms). A
-    completed translation whose self-check (``figures.self_check``, P(yes))
-    is below its threshold, or, where it did not run, whose confidence is
-    below the threshold (:func:`clinical.quality.measure.rerun_reasons`), whose
-    safety check failed (unless ``SAFETY_RERUN`` is off) or whose
-    faithfulness check flagged a statement (unless ``FAITHFULNESS_RERUN`` is
-    off) gets a full-precision
-    re-run queued in the same transaction
-    (:func:`clinical.rerun.dispatch.rerun_request`); ``rerun_reason`` says which.
-
-    The first call wins: a translation that is already final is returned
-    unchanged, so a late or repeated call can never overwrite an outcome.
-
-    Raises:
-        ValueError: ``status`` is not a final status.
-        Translation.DoesNotExist: unknown id.
-    """
-    if status not in Translation.FINAL_STATUSES:
-        raise ValueError(f"not a final status: {status}")
-    row = Translation.objects.select_for_update().get(pk=translation_id)
-    if row.status != Translation.Status.PENDING:
-        return row
-    row.status = status
-    row.output_text = output_text
-    row.error_class = error_class[:120]
-    row.finished_at = timezone.now()
-    row.queue_wait_ms = figures.queue_wait_ms
-    row.ttft_ms = figures.ttft_ms
-    row.total_ms = figures.total_ms
-    row.tokens_in = figures.tokens_in
-    row.tokens_out = figures.tokens_out
-    row.confidence = figures.confidence
-    row.finish_reason = figures.finish_reason
-    reasons = []
-    if status == Translation.Status.COMPLETED:
-        _quality_store(row)
-        if figures.self_check is not None:
-            row.self_check, row.self_check_version = figures.self_check, SELF_CHECK_PROMPT_VERSION
-        row.sentence_checks = figures.sentence_checks
-        row.self_check_threshold = gate.self_check_threshold(row.model_name, row.prompt_version)
-        reasons = quality.rerun_reasons(confidence=row.confidence, safety_passed=row.safety_passed,
-                                        threshold=gate.gate_threshold(row.model_name, row.prompt_version),
-                                        safety_gate=settings.SAFETY_RERUN,
-                                        faithfulness_passed=row.faithfulness_passed,
-                                        faithfulness_gate=settings.FAITHFULNESS_RERUN,
-                                        self_check=row.self_check,
-                                        self_check_threshold=row.self_check_threshold)
-        row.rerun_reason = ",".join(reasons)
-    row.save()
-    audit.audit_translation(translation=row)
-    if reasons:
-        dispatch.rerun_request(translation=row)
-    return row
-
-
-def _quality_store(row: Translation) -> None:
-    """Set the readability, safety and faithfulness fields of a completed
-    row (unsaved)."""
-    measured = quality.output_quality(input_text=row.input_text, output_text=row.output_text,
-                                      language=row.language)
-    r = measured.readability
-    row.input_fkgl, row.output_fkgl, row.output_readability = r.input_fkgl, r.output_fkgl, r.output_score
-    row.readability_measure, row.readability_note = r.measure, r.note[:200]
-    row.safety_passed = measured.safety.passed
-    row.safety_missing = measured.safety.missing_dicts()
-    row.faithfulness_passed = measured.faithfulness.passed
-    row.faithfulness_flags = measured.faithfulness.flag_dicts()
-    row.glossary = [term.as_dict() for term in
-                    glossary.glossary_terms(row.input_text, max_terms=settings.GLOSSARY_MAX_TERMS)]
