@@ -2,7 +2,7 @@
 sentence at a time for a note: about 0.8 s a sentence on two CPU cores, 5 s
 for six). The stream says so with a ``checking`` event, which the socket
 sends as a frame and the API as a server-sent event
-(clinical/translation/stream.py, clinical/frames.py), so the page can say
+(clinical/translation/stream.py, clinical/web/frames.py), so the page can say
 the text is written and being checked instead of "Translating…"."""
 
 from __future__ import annotations
