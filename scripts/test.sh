@@ -2,7 +2,7 @@
 # Set up, then run the whole test suite against a real Redis.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --for-tests
 # The code's shape before its behaviour: lint errors (ruff.toml) and the
 # package order (.importlinter) fail the build.
 .venv/bin/ruff check .
