@@ -82,5 +82,5 @@ apt_install() {
 if [ "$FOR_TESTS" = 1 ]; then apt_install chromium nginx; fi
 
 echo "==> preparing models (assemble, verify SHA-256, convert for vLLM)"
-"$VENV/bin/python" -m inference.models prepare
+"$VENV/bin/python" -m inference.weights prepare
 echo "==> set-up done in $((SECONDS - START)) s"
