@@ -1,73 +1,74 @@
-"""``python -m bench NAME [ARGS...]``: run the benchmark module ``bench.NAME``.
+"""``python -m bench NAME [ARGS...]``: run one benchmark command.
 
-Every benchmark is a module in ``bench/`` with ``main(argv: list[str]) ->
-int | None``; the dispatcher imports ``bench.NAME`` and calls ``main`` with
-the remaining arguments, so a new benchmark needs no change here. A module
-whose ``main()`` takes no argument reads ``sys.argv``, which is set to
-``["bench.NAME", *ARGS]`` for it.
-``python -m bench`` alone lists the modules that have a ``main``.
+:data:`COMMANDS` lists every command: its module in ``bench/``, the
+function that takes the remaining arguments (``fn(argv: list[str]) ->
+int | None``) and one line on what it measures. ``python -m bench`` alone
+prints that list.
 
-Exit status: the module's return value (0 for ``None``), 2 for an unknown
-or invalid name or missing shared data (one line on stderr).
+Exit status: the command's return value (0 for ``None``), 2 for an unknown
+or invalid name or a missing corpus file (one line on stderr).
 """
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import re
 import sys
-from pathlib import Path
 
-from bench.shared_data import SharedDataMissing
+from bench.corpora import CorpusMissing
 
 _NAME = re.compile(r"[a-z_][a-z0-9_]*")
 
+#: name -> (module, function, what it measures)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "latency": ("bench.latency", "main",
+                "TTFT/TPOT/E2E of the full stack against the bare engine, the engines' servers and transformers"),
+    "ward": ("bench.ward", "main",
+             "8 clinicians at once, with the re-run worker off, at normal and at idle CPU priority"),
+    "clinician_ttft": ("bench.ward", "clinician_ttft_main",
+                       "one clinician's time to the first word, cluster prompt against one example"),
+    "gpu_check": ("bench.gpu_check", "main",
+                  "the deployed engines on a GPU host: resolved, timed at 1 and 8 clients, engine core killed"),
+    "replicas": ("bench.replicas", "main", "throughput through nginx with 1 and 2 web replicas"),
+    "quality": ("bench.quality", "main",
+                "SARI, FKGL, safety and faithfulness checks and re-run rate on laymaker-dev and Cochrane"),
+    "gate_calibrate": ("bench.calibrate", "gate_calibrate_main",
+                       "the confidence gate's threshold for a model and prompt version"),
+    "self_check": ("bench.calibrate", "self_check_main",
+                   "the model's own check against the confidence (AUROC) and its threshold"),
+    "faithfulness_rates": ("bench.stored_texts", "faithfulness_rates_main",
+                           "flag rates of the faithfulness check over the stored texts"),
+    "hand_sample": ("bench.stored_texts", "hand_sample_main", "laymaker-dev samples laid out for hand-judging"),
+    "unseen_sample": ("bench.unseen_sample", "main",
+                      "unseen Cochrane sentences: draw, post to a running stack, report"),
+}
 
-def available() -> list[str]:
-    """Names of the modules in ``bench/`` that define ``main`` (found by
-    reading their source, without importing them)."""
-    folder = Path(__file__).resolve().parent
-    names = []
-    for module in pkgutil.iter_modules([str(folder)]):
-        if module.ispkg or module.name.startswith("_"):
-            continue
-        source = (folder / f"{module.name}.py").read_text(encoding="utf-8", errors="replace")
-        if re.search(r"^def main\(", source, re.MULTILINE):
-            names.append(module.name)
-    return sorted(names)
+
+def usage() -> str:
+    """The list :data:`COMMANDS` as ``python -m bench`` prints it."""
+    width = max(map(len, COMMANDS))
+    lines = ["usage: python -m bench NAME [ARGS...]   (NAME --help for its arguments)", "", "NAME:"]
+    lines += [f"  {name:<{width}}  {about}" for name, (_, _, about) in COMMANDS.items()]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    usage = f"usage: python -m bench NAME [ARGS...]\nNAME: one of {', '.join(available())}"
     if not argv or argv[0] in ("-h", "--help"):
-        print(usage)
+        print(usage())
         return 0 if argv else 2
     name = argv[0]
     if not _NAME.fullmatch(name):
-        print(f"bench: invalid benchmark name {name!r}\n{usage}", file=sys.stderr)
+        print(f"bench: invalid benchmark name {name!r}\n{usage()}", file=sys.stderr)
         return 2
+    if name not in COMMANDS:
+        print(f"bench: no benchmark named {name!r}\n{usage()}", file=sys.stderr)
+        return 2
+    module, function, _ = COMMANDS[name]
+    entry = getattr(importlib.import_module(module), function)
     try:
-        module = importlib.import_module(f"bench.{name}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"bench.{name}":
-            raise  # the module exists but one of its imports is missing
-        print(f"bench: no benchmark named {name!r}\n{usage}", file=sys.stderr)
-        return 2
-    entry = getattr(module, "main", None)
-    if not callable(entry):
-        print(f"bench: bench.{name} has no main(argv)\n{usage}", file=sys.stderr)
-        return 2
-    import inspect
-
-    try:
-        if inspect.signature(entry).parameters:
-            result = entry(argv[1:])
-        else:  # an older module whose main() reads sys.argv itself
-            sys.argv = [f"bench.{name}", *argv[1:]]
-            result = entry()
-    except SharedDataMissing as exc:
+        result = entry(argv[1:])
+    except CorpusMissing as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
     return int(result or 0)

@@ -11,8 +11,8 @@ shares they do. Steps, each with the product's own code:
 
 1. **Resolve and load.** The web engine from the web replica's settings
    (:func:`clinical.translation.engine.engine_config_from_settings`) and the
-   re-run engine from the worker's (:func:`clinical.rerun.engine.rerun_model_check`,
-   :func:`clinical.rerun.engine.rerun_engine_config`), built by
+   re-run engine from the worker's (:func:`clinical.rerun.worker_engine.rerun_model_check`,
+   :func:`clinical.rerun.worker_engine.rerun_engine_config`), built by
    :func:`inference.factory.create_engine`, loaded one after the other and
    then held together in this process, as layout 1 of deploy/README.md
    holds them on one card. For each:
@@ -26,10 +26,10 @@ shares they do. Steps, each with the product's own code:
    engine took (``torch.cuda.mem_get_info()`` before and after).
 2. **Translation sample.** The product's prompt
    (:func:`inference.prompts.build_messages`) on real clinical text
-   (:mod:`bench.workloads`; full form: Cochrane abstracts, about 450 tokens
+   (:mod:`bench.corpora`; full form: Cochrane abstracts, about 450 tokens
    of text, 256 tokens out, close to the seed's 512 in / 256 out; short
    form: laymaker-dev sentences, 8 tokens out), fixed output length,
-   greedy, closed loop (:func:`bench.loadgen.closed_loop`) at 1 client and
+   greedy, closed loop (:func:`bench.drivers.closed_loop`) at 1 client and
    at 8 clients on the web engine, and at 1 client on the re-run engine;
    timed per request (:mod:`bench.stats`: TTFT and end-to-end P50/P95 in
    ms). The engines then shut down.
@@ -76,9 +76,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bench.corpora import ROOT, Workload, long_texts, short_texts
 from bench.processes import GIB, DaphneServer, engine_core_pids, readyz_wait, rss_gib
 from bench.stats import summarize
-from bench.workloads import ROOT, Workload, long_texts, short_texts
 
 #: What the measurements are read against. Neither is measured here.
 REFERENCES = {
@@ -156,14 +156,14 @@ def deployed_configs() -> dict:
         ``{"web": (config, share setting), "rerun": (config, share setting)}``.
 
     Raises:
-        clinical.rerun.engine.RerunModelRefused: the worker would refuse to
+        clinical.rerun.worker_engine.RerunModelRefused: the worker would refuse to
             start (``RERUN_MODEL`` is not the replicas' model).
     """
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clinical.settings")
     import django
 
     django.setup()
-    from clinical.rerun.engine import rerun_engine_config, rerun_model_check
+    from clinical.rerun.worker_engine import rerun_engine_config, rerun_model_check
     from clinical.translation.engine import engine_config_from_settings
 
     rerun_model_check()
@@ -306,7 +306,7 @@ def workload(plan: Plan) -> Workload:
     """The sample's texts and output length (see the module docstring).
 
     Raises:
-        bench.shared_data.SharedDataMissing: the clinical text is not there.
+        bench.corpora.CorpusMissing: the clinical text is not there.
     """
     n = plan.texts_needed()
     texts = long_texts(n) if plan.workload == "long" else short_texts(n)
@@ -317,8 +317,7 @@ async def sample(engine, work: Workload, clients: int, requests: int, offset: in
     """``requests`` requests at ``clients`` clients on ``engine`` (after
     ``warmup`` unmeasured ones on texts from the end of the list); the
     summary of :func:`bench.stats.summarize` with ``clients``."""
-    from bench.latency_drivers import BareDriver
-    from bench.loadgen import closed_loop
+    from bench.drivers import BareDriver, closed_loop
 
     driver = BareDriver(engine.info.engine, started=engine)
     await driver.start()

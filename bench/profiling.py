@@ -20,7 +20,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from bench.loadgen import closed_loop
+from bench.drivers import closed_loop
 from bench.stats import summarize
 
 RATE_HZ = 200
@@ -97,7 +97,7 @@ def py_spy() -> str | None:
 
 async def profile_stack(driver, workload, n: int, out_dir: Path, offset: int = 0) -> dict:
     """Serve ``n`` requests one at a time through ``driver`` (a started
-    :class:`bench.latency_drivers.StackDriver`) under ``py-spy record`` of
+    :class:`bench.drivers.StackDriver`) under ``py-spy record`` of
     its Daphne process.
 
     Returns:

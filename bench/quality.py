@@ -11,7 +11,7 @@ figures are computed for every system column of laymaker-dev.csv, for the
 clinicians' references themselves and for the input copied unchanged
 (identity), as sanity rows.
 
-SARI (``bench/sari.py``) is against the clinicians' ``REFERENCE`` (one
+SARI (:func:`corpus_sari`, below) is against the clinicians' ``REFERENCE`` (one
 reference per sentence) or the Cochrane plain-language summary, on
 lower-cased regex-tokenized text, ×100. FKGL is the mean of per-output
 grades. Engine outputs are cached in ``<out>-outputs.jsonl`` so a run can
@@ -27,7 +27,7 @@ that match its own.
 
 writes ``<out>.md`` and ``<out>.json`` (default ``docs/quality/quality-report``).
 
-Retrieved examples, cross-fitted (issue 22; ``--methods`` picks today's
+Retrieved examples, cross-fitted (``--methods`` picks today's
 prompt, the retrieval method or both, the default): laymaker-dev is split
 once into halves A and B (:func:`inference.examples.crossfit_folds`, seed
 ``FOLD_SEED``); each row of A is generated with examples retrieved from the
@@ -40,6 +40,35 @@ tokens; ``--timing`` regenerates today's laymaker rows cached without them.
 
     .venv/bin/python -m bench quality --resume --methods examples --fold A --cochrane 0 \
         --k 4 --placement inline --out docs/quality/tuning/k4-inline   # a tuning run on fold A
+
+**SARI**, the text simplification metric of Xu, Napoles, Pavlick, Chen and
+Callison-Burch, "Optimizing Statistical Machine Translation for Text
+Simplification", TACL 4 (2016), section 4.
+
+No installable package provides it offline here: ``evaluate``'s ``sari``
+downloads its script from the Hugging Face hub and EASSE is not on PyPI, so
+it is implemented from the paper and checked against the reference
+implementation (github.com/cocoxu/simplification ``SARI.py``) on the
+paper's worked example (``tests/benchmarks/test_sari.py``, to 1e-9).
+
+For one source ``I``, output ``O`` and references ``R`` (``r`` of them),
+per n-gram order n = 1..4, with n-gram counts multiplied by ``r`` for the
+source and the output and summed over the references:
+
+* keep: F1 of n-grams kept from the source that the references keep too,
+  each weighted by ``min(count in I∩O∩R) / count in I∩O`` (precision) and
+  ``/ count in I∩R`` (recall);
+* deletion: *precision* only of n-grams deleted from the source that the
+  references delete too (the paper drops deletion recall, which would
+  reward deleting everything);
+* addition: F1 over n-gram *types* added to the output (not in the source)
+  that appear in a reference, against all reference n-grams not in the
+  source.
+
+``SARI = (mean_n F_keep + mean_n P_del + mean_n F_add) / 3``, 0..1 (we
+report ×100). An order with no n-grams scores 0, as in the reference
+implementation. Text is lower-cased and split on spaces; callers tokenize
+first (:func:`tokenize`). A corpus score is the mean of sentence scores.
 """
 
 from __future__ import annotations
@@ -49,21 +78,117 @@ import asyncio
 import csv
 import json
 import os
+import re
 import statistics
 import sys
 import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from bench.sari import corpus_sari
-from bench.shared_data import shared_data_file
+from bench.corpora import corpus_file
 
+# -- SARI ------------------------------------------------------------------------
+MAX_ORDER = 4
+
+
+@dataclass(frozen=True)
+class SariScore:
+    """``sari`` and its three parts (means over n-gram orders), all 0..1."""
+
+    sari: float
+    keep: float
+    delete: float
+    add: float
+
+
+def tokenize(text: str) -> str:
+    """Lower-case, words and punctuation as space-separated tokens: the
+    laymaker data mixes pre-tokenized (``"edema ."``) and plain text, so
+    every side is tokenized the same way before scoring."""
+    return " ".join(re.findall(r"\w+(?:[-'.]\w+)*|[^\w\s]", text.lower()))
+
+
+def _ngrams(tokens: list[str], n: int) -> Counter:
+    return Counter(" ".join(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
+
+
+def _f1(precision: float, recall: float) -> float:
+    return 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
+
+
+def _order_scores(source: Counter, output: Counter, references: list[Counter]) -> tuple[float, float, float]:
+    """``(F_keep, P_del, F_add)`` for one n-gram order."""
+    r = len(references)
+    ref_all: Counter = Counter()
+    for ref in references:
+        ref_all.update(ref)
+    source_rep = Counter({g: c * r for g, c in source.items()})
+    output_rep = Counter({g: c * r for g, c in output.items()})
+
+    kept = source_rep & output_rep
+    kept_good = kept & ref_all
+    kept_by_refs = source_rep & ref_all
+    keep_p = sum(kept_good[g] / kept[g] for g in kept_good) / len(kept) if kept else 0.0
+    keep_r = sum(kept_good[g] / kept_by_refs[g] for g in kept_good) / len(kept_by_refs) if kept_by_refs else 0.0
+
+    deleted = source_rep - output_rep
+    deleted_good = deleted - ref_all
+    del_p = sum(deleted_good[g] / deleted[g] for g in deleted_good) / len(deleted) if deleted else 0.0
+
+    added = set(output) - set(source)
+    added_good = added & set(ref_all)
+    added_by_refs = set(ref_all) - set(source)
+    add_p = len(added_good) / len(added) if added else 0.0
+    add_r = len(added_good) / len(added_by_refs) if added_by_refs else 0.0
+    return _f1(keep_p, keep_r), del_p, _f1(add_p, add_r)
+
+
+def sentence_sari(source: str, output: str, references: Sequence[str]) -> SariScore:
+    """SARI of one output (texts as space-separated tokens; lower-cased here).
+
+    Raises:
+        ValueError: no references.
+    """
+    if not references:
+        raise ValueError("SARI needs at least one reference")
+    s, o = source.lower().split(" "), output.lower().split(" ")
+    refs = [ref.lower().split(" ") for ref in references]
+    parts = [_order_scores(_ngrams(s, n), _ngrams(o, n), [_ngrams(x, n) for x in refs])
+             for n in range(1, MAX_ORDER + 1)]
+    keep = sum(p[0] for p in parts) / MAX_ORDER
+    delete = sum(p[1] for p in parts) / MAX_ORDER
+    add = sum(p[2] for p in parts) / MAX_ORDER
+    return SariScore((keep + delete + add) / 3, keep, delete, add)
+
+
+def corpus_sari(sources: Sequence[str], outputs: Sequence[str],
+                references: Sequence[Sequence[str]], *, tokenized: bool = False) -> SariScore:
+    """Mean sentence SARI over a corpus (``references[i]``: the references
+    of sentence i). Untokenized text is run through :func:`tokenize`.
+
+    Raises:
+        ValueError: the lists differ in length or are empty.
+    """
+    if not (len(sources) == len(outputs) == len(references)) or not sources:
+        raise ValueError("sources, outputs and references must be non-empty and of equal length")
+    prep = (lambda t: t) if tokenized else tokenize
+    scores = [sentence_sari(prep(s), prep(o), [prep(r) for r in refs])
+              for s, o, refs in zip(sources, outputs, references)]
+    n = len(scores)
+    return SariScore(sum(x.sari for x in scores) / n, sum(x.keep for x in scores) / n,
+                     sum(x.delete for x in scores) / n, sum(x.add for x in scores) / n)
+
+
+# -- the benchmark ---------------------------------------------------------------
 THRESHOLD = float(os.environ.get("CONFIDENCE_THRESHOLD", "0.85"))
 FIXED_COLUMNS = ("ID", "ORIGINAL", "REFERENCE")
 
 
 def laymaker_rows() -> tuple[list[dict[str, str]], list[str]]:
     """Rows of laymaker-dev.csv and its system columns (all but ID, ORIGINAL, REFERENCE)."""
-    with open(shared_data_file("laymaker-dev.csv"), newline="", encoding="utf-8") as handle:
+    with open(corpus_file("laymaker-dev.csv"), newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
         rows = list(reader)
         columns = [c for c in reader.fieldnames or [] if c not in FIXED_COLUMNS]
@@ -89,8 +214,8 @@ def laymaker_outputs(path: Path, prompt_version: str = "") -> dict[str, str]:
 
 
 def cochrane_pairs() -> list[tuple[str, str]]:
-    sources = shared_data_file("cochrane-val.source").read_text(encoding="utf-8").splitlines()
-    targets = shared_data_file("cochrane-val.target").read_text(encoding="utf-8").splitlines()
+    sources = corpus_file("cochrane-val.source").read_text(encoding="utf-8").splitlines()
+    targets = corpus_file("cochrane-val.target").read_text(encoding="utf-8").splitlines()
     return list(zip(sources, targets, strict=True))
 
 
@@ -114,7 +239,7 @@ async def run_system(inputs: list[tuple[str, str]], *, engine_name: str, model: 
     confidence measure can be recomputed offline (``bench gate_calibrate``),
     and ``engine_version`` (llama-cpp-python's version, which pins the
     llama.cpp it builds). A cached row made by another version, or by one not
-    recorded (rows before 2026-11-26), is still reused, since regenerating
+    recorded (older rows), is still reused, since regenerating
     every committed output for a rebuild would cost hours; the engine facts
     count them (``cached_rows_other_engine_version``) and a line is printed."""
     from inference.base import GenerationParams
@@ -130,9 +255,9 @@ async def run_system(inputs: list[tuple[str, str]], *, engine_name: str, model: 
 
     facts: dict = {"engine": engine_name}
     if engine_name == "llamacpp":  # what create_engine will load (also when every row is cached)
-        from inference import models
+        from inference import weights
 
-        facts.update(model=model or str(models.default_gguf_path()),
+        facts.update(model=model or str(weights.default_gguf_path()),
                      precision="q4_k_m" if not model else "", engine_version=_llamacpp_version())
     # What made an output: a cached row is reused only if all of it matches.
     provenance = {"prompt_version": prompt_version, "engine": engine_name,
@@ -353,8 +478,6 @@ def _flag_totals(checks) -> dict[str, int]:
 
 
 def _same(a: str, b: str) -> bool:
-    from bench.sari import tokenize
-
     return tokenize(a) == tokenize(b)
 
 

@@ -11,7 +11,7 @@ after another. Reported per level: completed translations/s and output
 tokens/s over the level's wall time, TTFT P50/P95 (server-measured), and
 the ratio 2 replicas / 1 replica, both measured in the same run.
 
-    .venv/bin/python -m bench.replicas --n 12 --out docs/bench/replicas
+    .venv/bin/python -m bench replicas --n 12 --out docs/bench/replicas
 
 writes ``<out>.json`` and ``<out>.md``. ``--engine fake`` exercises the
 harness in seconds. On a machine with fewer cores than replicas need, the
@@ -38,7 +38,7 @@ from pathlib import Path
 import httpx
 from websockets.asyncio.client import connect
 
-from bench.shared_data import shared_data_file
+from bench.corpora import corpus_file
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "deploy"))
@@ -56,7 +56,7 @@ def free_port() -> int:
 
 def laymaker(n: int) -> list[str]:
     """The first ``n`` ORIGINAL sentences of laymaker-dev.csv."""
-    with open(shared_data_file("laymaker-dev.csv"), newline="", encoding="utf-8") as handle:
+    with open(corpus_file("laymaker-dev.csv"), newline="", encoding="utf-8") as handle:
         return [row["ORIGINAL"].strip() for row in csv.DictReader(handle)][:n]
 
 
@@ -253,7 +253,7 @@ NOTE_FAKE = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.replicas", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench replicas", description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=12, help="laymaker-dev sentences per concurrency level")
     parser.add_argument("--engine", default="vllm", choices=["vllm", "llamacpp", "fake"])
     parser.add_argument("--model", default="", help="INFERENCE_MODEL (default: SmolLM2 for vllm/llamacpp)")
@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     model = args.model
     if not model and args.engine != "fake":
         sys.path.insert(0, str(ROOT))
-        from inference.models import smollm2_gguf_path, smollm2_hf_path
+        from inference.weights import smollm2_gguf_path, smollm2_hf_path
 
         model = str(smollm2_hf_path() if args.engine == "vllm" else smollm2_gguf_path())
     scratch = Path(tempfile.mkdtemp(prefix="bench-replicas-"))
@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
             "engine": args.engine, "model": Path(model).name if model else "fake-echo",
             "sentences": len(texts), "max_tokens": args.max_tokens,
             "database": "PostgreSQL" if database_url.startswith("postgres") else "SQLite",
-            "command": "python -m bench.replicas " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "command": "python -m bench replicas " + " ".join(argv if argv is not None else sys.argv[1:]),
             "note": (NOTE_FAKE if args.engine == "fake" else NOTE_CPU).format(cores=os.cpu_count())}
     summary = write_report(Path(args.out), meta, runs)
     print(f"wrote {args.out}.md and .json; 2/1 replica ratio by clients: "

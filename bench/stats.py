@@ -17,11 +17,17 @@ run's results into:
 each at P50/P95/P99 (linear interpolation, ``numpy.percentile``), plus the
 aggregate output tokens/s of the run (all output tokens / wall time from the
 first send to the last completion) and the error count.
+
+:func:`report_write` puts a benchmark's results where the reports live:
+the figures as ``<name>.json`` and the readable report as ``<name>.md``,
+side by side in one folder.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -120,3 +126,20 @@ def summarize(results: list[RequestResult], wall_s: float | None = None) -> dict
         "e2e_ms": percentiles([r.e2e_ms for r in ok]),
         **{key: percentiles([r.extra[key] for r in ok if r.extra.get(key) is not None]) for key in extra_keys},
     }
+
+
+def report_write(out: Path, name: str, report: dict, markdown: str) -> Path:
+    """Write ``out/<name>.json`` (``report``, indented one space) and
+    ``out/<name>.md`` (``markdown``), UTF-8, creating ``out`` if needed.
+
+    Returns:
+        The Markdown file's path.
+
+    Raises:
+        TypeError: ``report`` holds a value JSON cannot encode.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    path = out / f"{name}.md"
+    path.write_text(markdown, encoding="utf-8")
+    return path

@@ -8,14 +8,15 @@ the Cochrane validation abstracts (``cochrane-val.source``, research prose),
 is the honest sample of unseen sentences. Three steps:
 
 * ``draw``: ``--n`` sentences, one per abstract. The abstracts' indices
-  (0-based line numbers, the first line left out: it was pasted on the
-  page in session 28) are shuffled by ``--seed``; each abstract is split by
+  (0-based line numbers; the first line is left out, as the product has
+  seen it) are shuffled by ``--seed``; each abstract is split by
   the product's splitter (:func:`inference.examples.split_sentences`) and
   one sentence of 8 to 35 words (``str.split``) is drawn by the same
   generator; abstracts with none are skipped. ``--skip N`` leaves out the
   first ``N`` drawn, so a second sample of the same seed shares no
-  abstract with the first. Seed 2911 without ``--skip`` gives session 29's
-  sample (docs/quality/unseen-cochrane-sample.jsonl) row for row.
+  abstract with the first. Seed 2911 without ``--skip`` gives sample 1
+  (docs/quality/unseen-cochrane-sample.jsonl) row for row; ``--skip 40``
+  sample 2 and ``--skip 80`` sample 3.
 * ``post``: each row without a ``delivered`` text is sent to
   ``POST /api/v1/translations/`` (``Authorization: Bearer``; the 201 carries
   the fast text) and its ``GET`` polled, ``Retry-After`` apart, until the
@@ -44,7 +45,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.shared_data import shared_data_file
+from bench.corpora import corpus_file
 
 #: Words per drawn sentence (``str.split``), inclusive: long enough to say
 #: something, short enough to read as one bedside sentence.
@@ -172,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("rows")
     args = parser.parse_args(argv)
     if args.command == "draw":
-        abstracts = shared_data_file("cochrane-val.source").read_text(encoding="utf-8").splitlines()
+        abstracts = corpus_file("cochrane-val.source").read_text(encoding="utf-8").splitlines()
         rows = sentences_draw(abstracts, n=args.n, seed=args.seed, skip=args.skip)
         rows_write(Path(args.out), rows)
         print(f"{len(rows)} sentences written to {args.out}")

@@ -20,9 +20,9 @@ import pytest
 import redis
 from django.conf import settings
 
+from bench.corpora import CorpusMissing, corpus_file
 from bench.processes import CeleryWorker, free_port
 from bench.processes import DaphneServer as _DaphneServer
-from bench.shared_data import SharedDataMissing, shared_data_file
 from clinical.translation.engine import engine_set
 from inference.fake_engine import FakeEngine
 
@@ -37,11 +37,11 @@ LIVE_FIXTURES = frozenset({"stack_env", "daphne_server", "celery_worker_process"
 
 
 def pytest_configure(config):
-    """Stop at once, with one line, when the shared clinical text is missing
+    """Stop at once, with one line, when the clinical text in data/ is missing
     (every module of the suite reads it)."""
     try:
-        shared_data_file("laymaker-dev.csv")
-    except SharedDataMissing as exc:
+        corpus_file("laymaker-dev.csv")
+    except CorpusMissing as exc:
         pytest.exit(str(exc), returncode=4)
 
 

@@ -1,18 +1,17 @@
-"""Real clinical text from ``$SHARED_DATA_DIR`` (default ../shared/data;
-:mod:`bench.shared_data`)."""
+"""Real clinical text from ``data/`` (:mod:`bench.corpora`)."""
 
 from __future__ import annotations
 
 import csv
 import functools
 
-from bench.shared_data import shared_data_file
+from bench.corpora import corpus_file
 
 
 @functools.cache
 def laymaker_sentences() -> list[str]:
     """The ORIGINAL column of laymaker-dev.csv (250 MTSamples sentences)."""
-    with open(shared_data_file("laymaker-dev.csv"), newline="", encoding="utf-8") as handle:
+    with open(corpus_file("laymaker-dev.csv"), newline="", encoding="utf-8") as handle:
         return [row["ORIGINAL"].strip() for row in csv.DictReader(handle)]
 
 

@@ -83,7 +83,7 @@ def test_a_resumed_run_regenerates_outputs_made_with_another_prompt(tmp_path):
 
 
 def test_a_resumed_run_counts_cached_outputs_of_another_llamacpp_build(tmp_path, capsys):
-    from inference import models
+    from inference import weights
 
     out = tmp_path / "quality"
     args = ["--limit", "3", "--cochrane", "0", "--out", str(out)]
@@ -92,7 +92,7 @@ def test_a_resumed_run_counts_cached_outputs_of_another_llamacpp_build(tmp_path,
     rows = [json.loads(line) for line in cache.read_text().splitlines()]
     current = quality._llamacpp_version()
     for row, version in zip(rows, ("0.0.1", None, current), strict=True):  # another build, unrecorded, this one
-        row.update(engine="llamacpp", model=models.default_gguf_path().name)
+        row.update(engine="llamacpp", model=weights.default_gguf_path().name)
         if version:
             row["engine_version"] = version
     cache.write_text("".join(json.dumps(row) + "\n" for row in rows))

@@ -1,4 +1,4 @@
-"""``python -m bench.faithfulness_rates`` reports the faithfulness check's
+"""``python -m bench faithfulness_rates`` reports the faithfulness check's
 flags on laymaker-dev for the clinicians' rewrites, the published systems
 this system's committed outputs of one prompt version, and the Cochrane
 plain-language summaries against their abstracts."""
@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import json
 
-from bench import faithfulness_rates
+from bench import stored_texts
 from clinical.quality.faithfulness import KINDS
 
 
 def test_the_report_reads_the_outputs_of_the_prompt_asked_for(tmp_path):
     out = tmp_path / "rates"
-    assert faithfulness_rates.main(["--out", str(out), "--prompt-version", "2026-11-25.2+c12x8k0"]) == 0
+    assert stored_texts.faithfulness_rates_main(["--out", str(out), "--prompt-version", "2026-11-25.2+c12x8k0"]) == 0
     report = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
     systems = report["systems"]
-    assert set(systems) == {*faithfulness_rates.SYSTEMS, faithfulness_rates.OURS, faithfulness_rates.COCHRANE}
-    assert all(system["rows"] == 250 for name, system in systems.items() if name != faithfulness_rates.COCHRANE)
-    assert systems[faithfulness_rates.COCHRANE]["rows"] == 411
+    assert set(systems) == {*stored_texts.SYSTEMS, stored_texts.OURS, stored_texts.COCHRANE}
+    assert all(system["rows"] == 250 for name, system in systems.items() if name != stored_texts.COCHRANE)
+    assert systems[stored_texts.COCHRANE]["rows"] == 411
     assert report["prompt_version"] == "2026-11-25.2+c12x8k0"
     for system in systems.values():
         assert set(system["rows_by_kind"]) <= set(KINDS)
@@ -27,11 +27,11 @@ def test_the_report_reads_the_outputs_of_the_prompt_asked_for(tmp_path):
     assert systems["REFERENCE"]["flagged_rate"] <= 0.01
     # a claim of organ failure is rare in faithful text: none of the clinicians' rewrites or the
     # published systems' outputs makes one the input does not ground (docs/quality/faithfulness.md)
-    assert all(systems[name]["rows_by_kind"].get("organ_function", 0) == 0 for name in faithfulness_rates.SYSTEMS)
+    assert all(systems[name]["rows_by_kind"].get("organ_function", 0) == 0 for name in stored_texts.SYSTEMS)
 
 
 def test_an_unknown_prompt_version_is_an_error_that_writes_nothing(tmp_path, capsys):
     out = tmp_path / "rates"
-    assert faithfulness_rates.main(["--out", str(out), "--prompt-version", "no-such-prompt"]) == 2
+    assert stored_texts.faithfulness_rates_main(["--out", str(out), "--prompt-version", "no-such-prompt"]) == 2
     assert "no-such-prompt" in capsys.readouterr().out
     assert not out.with_suffix(".json").exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from bench import gate_calibrate
+from bench import calibrate
 from clinical.quality import gate
 from tests.conftest import ROOT
 
@@ -14,7 +14,7 @@ def test_calibration_writes_the_operating_point_the_gate_reads(tmp_path, monkeyp
     target = tmp_path / "gate_calibration.json"
     monkeypatch.setattr(gate, "CALIBRATION_FILE", target)
     report = tmp_path / "report.md"
-    assert gate_calibrate.main(["--outputs", str(ROOT / "docs/quality/quality-report-outputs.jsonl"),
+    assert calibrate.gate_calibrate_main(["--outputs", str(ROOT / "docs/quality/quality-report-outputs.jsonl"),
                                 "--max-rerun-rate", "0.30", "--write", "--report", str(report)]) == 0
     entry = json.loads(target.read_text())["models"]["qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"]["2026-11-22.3"]
     assert entry["outputs"] == 250 and entry["rerun_rate"] <= 0.30 and entry["failing_caught"] == 1.0
@@ -27,9 +27,9 @@ def test_calibration_writes_the_operating_point_the_gate_reads(tmp_path, monkeyp
 
 def test_halves_are_fixed_and_disjoint():
     ids = [str(n) for n in range(1, 251)]
-    a, b = gate_calibrate.halves(ids)
+    a, b = calibrate.halves(ids)
     assert a.isdisjoint(b) and a | b == set(ids) and len(a) == 125
     from inference.examples import crossfit_folds
 
     assert (a, b) == crossfit_folds(ids)  # the project's one split
-    assert gate_calibrate.halves(ids) == (a, b)
+    assert calibrate.halves(ids) == (a, b)

@@ -1,11 +1,11 @@
-"""SARI (bench/sari.py) against the reference implementation on the
+"""SARI (bench.quality.corpus_sari) against the reference implementation on the
 worked example of Xu et al. (2016)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.sari import corpus_sari, sentence_sari, tokenize
+from bench.quality import corpus_sari, sentence_sari, tokenize
 
 # The example of Xu et al. 2016 as used in the reference implementation
 # (github.com/cocoxu/simplification SARI.py, main()): one source, three

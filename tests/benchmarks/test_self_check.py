@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench import self_check
+from bench import calibrate
 
 TABLES = """\
 | ID (fold) | input | clinicians' reference | fast text | verdict | retrieved examples | verdict |
@@ -31,7 +31,7 @@ TABLES = """\
 
 
 def test_every_judged_text_gets_its_own_verdict_and_contradictions_are_dropped():
-    labels = self_check.hand_labels(TABLES, {"13", "35", "44", "136"})
+    labels = calibrate.hand_labels(TABLES, {"13", "35", "44", "136"})
 
     assert labels == {
         ("13", "The tone is stiffness ."): "lossy",
@@ -45,8 +45,8 @@ def test_every_judged_text_gets_its_own_verdict_and_contradictions_are_dropped()
 
 
 def test_the_committed_tables_yield_wrong_texts_of_real_rows():
-    markdown = (Path(self_check.ROOT) / "docs/quality/hand-judged.md").read_text(encoding="utf-8")
-    labels = self_check.hand_labels(markdown, {str(i) for i in range(1, 251)})
+    markdown = (Path(calibrate.ROOT) / "docs/quality/hand-judged.md").read_text(encoding="utf-8")
+    labels = calibrate.hand_labels(markdown, {str(i) for i in range(1, 251)})
 
     verdicts = list(labels.values())
     assert len(labels) > 300 and verdicts.count("wrong") > 40
@@ -54,10 +54,10 @@ def test_the_committed_tables_yield_wrong_texts_of_real_rows():
 
 
 def test_the_committed_report_is_what_its_committed_scores_give(tmp_path):
-    committed = Path(self_check.ROOT) / "docs/quality/self-check.json"
+    committed = Path(calibrate.ROOT) / "docs/quality/self-check.json"
     (tmp_path / "self-check.json").write_text(committed.read_text(encoding="utf-8"), encoding="utf-8")
 
-    assert self_check.main(["--reuse", "--out", str(tmp_path)]) == 0
+    assert calibrate.self_check_main(["--reuse", "--out", str(tmp_path)]) == 0
 
     rebuilt = json.loads((tmp_path / "self-check.json").read_text(encoding="utf-8"))
     before = json.loads(committed.read_text(encoding="utf-8"))

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from bench import unseen_sample
-from bench.shared_data import shared_data_file
+from bench.corpora import corpus_file
 from bench.unseen_sample import rows_read, sentences_draw
 
 FIRST_SAMPLE = Path(__file__).resolve().parents[2] / "docs" / "quality" / "unseen-cochrane-sample.jsonl"
 
 
 def abstracts() -> list[str]:
-    return shared_data_file("cochrane-val.source").read_text(encoding="utf-8").splitlines()
+    return corpus_file("cochrane-val.source").read_text(encoding="utf-8").splitlines()
 
 
 def test_draw_gives_the_committed_first_sample_row_for_row():

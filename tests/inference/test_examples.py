@@ -8,7 +8,7 @@ import csv
 
 import pytest
 
-from bench.shared_data import shared_data_file
+from bench.corpora import corpus_file
 from inference import examples
 from inference.examples import (
     Example,
@@ -27,7 +27,7 @@ from inference.examples import (
 
 
 def _dev_rows() -> list[dict[str, str]]:
-    with open(shared_data_file("laymaker-dev.csv"), newline="", encoding="utf-8") as handle:
+    with open(corpus_file("laymaker-dev.csv"), newline="", encoding="utf-8") as handle:
         return list(csv.DictReader(handle))
 
 
@@ -42,7 +42,7 @@ def test_the_shipped_pool_is_laymaker_devs_changed_rows_unedited():
 
 def test_the_build_command_regenerates_the_shipped_file(tmp_path):
     dest = tmp_path / "pool.csv"
-    assert examples.build_pool(shared_data_file("laymaker-dev.csv"), dest) == 175
+    assert examples.build_pool(corpus_file("laymaker-dev.csv"), dest) == 175
     assert dest.read_bytes() == examples.POOL_PATH.read_bytes()
 
 

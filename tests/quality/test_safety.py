@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from bench.shared_data import shared_data_file
+from bench.corpora import corpus_file
 from clinical.quality.safety import KINDS, SafetyResult, safety_check
 from tests.conftest import ROOT
 from tests.data import laymaker_sentences
@@ -59,7 +59,7 @@ def test_every_shared_text_passes_against_itself(source):
     real data too (a Cochrane abstract writes a confidence interval as
     "1.041.77", its dash lost)."""
     texts = laymaker_sentences() if source == "laymaker-dev" else \
-        shared_data_file("cochrane-val.source").read_text(encoding="utf-8").splitlines()
+        corpus_file("cochrane-val.source").read_text(encoding="utf-8").splitlines()
     failing = [i for i, text in enumerate(texts) if not safety_check(input_text=text, output_text=text).passed]
     assert len(texts) >= 250 and failing == []
 

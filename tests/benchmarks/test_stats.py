@@ -1,10 +1,10 @@
-"""bench.reports: a benchmark's figures and readable report side by side."""
+"""bench.stats.report_write: a benchmark's figures and readable report side by side."""
 
 from __future__ import annotations
 
 import json
 
-from bench.reports import report_write
+from bench.stats import report_write
 
 
 def test_a_report_is_written_as_json_and_markdown_in_a_new_folder(tmp_path):
