@@ -4,9 +4,9 @@
 
 A plain-language rewrite that speaks of "your blood pressure" when the
 note never measured or named one states a finding the clinician did not
-make (issue 22's first example: "my blood pressure is too high" for "your
-levels are high"; "an increase in blood pressure" for hyperemia, which is
-more blood flow). Numbers, drugs and sites do not see it.
+make ("my blood pressure is too high" for "your levels are high"; "an
+increase in blood pressure" for hyperemia, which is more blood flow).
+Numbers, drugs and sites do not see it.
 
 The signs are those of HL7 FHIR R4's Vital Signs profile
 (``observation-vitalsigns``, LOINC panel 85353-1) that a lay text names

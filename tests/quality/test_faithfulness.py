@@ -1,4 +1,4 @@
-"""The faithfulness check (clinical/faithfulness.py): the documented
+"""The faithfulness check (clinical/quality/faithfulness/): the documented
 examples of docs/quality/faithfulness.md, run as they are written there,
 and properties that hold for any text. No model, no database."""
 

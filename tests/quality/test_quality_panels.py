@@ -28,7 +28,7 @@ LIVER = 47  # "The liver edge is palpable 4 cm below right costal margin ."
 
 def measured_translation(user, *, output: str, language: str = "en", **fields) -> Translation:
     """A completed translation with the real readability and safety check
-    of ``output`` stored, as clinical.translation.services does."""
+    of ``output`` stored, as clinical.translation.finish does."""
     text = laymaker_sentences()[LIVER]
     measured = quality.output_quality(input_text=text, output_text=output, language=language)
     return Translation.objects.create(
