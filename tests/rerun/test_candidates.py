@@ -1,4 +1,4 @@
-"""The re-run's candidates (clinical/rerun/candidates.py): span replacement
+"""The re-run's candidates (clinical/rerun/candidates/): span replacement
 on the copied input, and the rule that picks the candidate that replaces the
 fast text, on real texts measured by the real safety and faithfulness
 checks; the note that tells the clinician why the text changed; and the
@@ -12,11 +12,12 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.urls import reverse
 
-from clinical.frames import rerun_change_note, verification_frame
 from clinical.models import AuditEvent, Rerun, Translation
 from clinical.quality.gate import DEFAULT_THRESHOLD
 from clinical.rerun import candidates, execute
-from clinical.translation import services
+from clinical.rerun.change_note import rerun_change_note
+from clinical.translation import admission, finish
+from clinical.web.frames import verification_frame
 from inference.fake_engine import FakeEngine
 
 KNEE = "Mild left knee effusion."
@@ -355,9 +356,9 @@ def test_a_low_confidence_rerun_keeps_the_passing_fast_text_when_no_candidate_is
     settings.RERUN_REPLACE_MARGIN = 0.05
     monkeypatch.setattr(execute, "rerun_engine_get", lambda: FakeEngine(answer="Some fluid in the left knee.",
                                                                        logprob=math.log(0.42)))
-    row = services.translation_create(user=clinician, text=KNEE)
-    row = services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED,
-                                      output_text=KEEPS_LEFT, figures=services.TranslationFigures(
+    row = admission.translation_create(user=clinician, text=KNEE)
+    row = finish.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED,
+                                      output_text=KEEPS_LEFT, figures=finish.TranslationFigures(
                                           tokens_out=9, confidence=0.40))
     assert row.rerun_reason == "low_confidence"
 
@@ -368,9 +369,9 @@ def test_a_low_confidence_rerun_keeps_the_passing_fast_text_when_no_candidate_is
     assert done.change_note.startswith("The first text stands")
 
     settings.RERUN_REPLACE_MARGIN = 0.0  # now the sampled text, more confident, may replace it
-    again = services.translation_create(user=clinician, text=KNEE)
-    services.translation_finish(translation_id=again.pk, status=Translation.Status.COMPLETED, output_text=KEEPS_LEFT,
-                                figures=services.TranslationFigures(tokens_out=9, confidence=0.40))
+    again = admission.translation_create(user=clinician, text=KNEE)
+    finish.translation_finish(translation_id=again.pk, status=Translation.Status.COMPLETED, output_text=KEEPS_LEFT,
+                                figures=finish.TranslationFigures(tokens_out=9, confidence=0.40))
     replaced = execute.rerun_execute(translation_id=again.pk)
     assert replaced.candidate == "sampled" and replaced.output_text == "Some fluid in the left knee."
 
@@ -386,9 +387,9 @@ def test_the_rerun_stores_the_chosen_candidate_and_audits_the_tried_ones_without
     settings.RERUN_CANDIDATES = ("full_precision", "span_replacement", "sampled")
     engine = FakeEngine(answer=DROPS_LEFT, logprob=-0.01)
     monkeypatch.setattr(execute, "rerun_engine_get", lambda: engine)
-    row = services.translation_create(user=clinician, text="Mild left cardiomegaly.")
-    row = services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED,
-                                      output_text=DROPS_LEFT, figures=services.TranslationFigures(
+    row = admission.translation_create(user=clinician, text="Mild left cardiomegaly.")
+    row = finish.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED,
+                                      output_text=DROPS_LEFT, figures=finish.TranslationFigures(
                                           tokens_out=9, confidence=0.99))
     assert "safety_failed" in row.rerun_reason
 
@@ -412,9 +413,9 @@ def test_the_rerun_stores_the_chosen_candidate_and_audits_the_tried_ones_without
 def test_the_detail_page_and_the_handout_say_why_the_text_changed(clinician, client, settings, monkeypatch):
     settings.RERUN_CANDIDATES = ("full_precision", "span_replacement")
     monkeypatch.setattr(execute, "rerun_engine_get", lambda: FakeEngine(answer=DROPS_LEFT))
-    row = services.translation_create(user=clinician, text="Mild left cardiomegaly.")
-    services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=DROPS_LEFT,
-                                figures=services.TranslationFigures(tokens_out=9, confidence=0.99))
+    row = admission.translation_create(user=clinician, text="Mild left cardiomegaly.")
+    finish.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=DROPS_LEFT,
+                                figures=finish.TranslationFigures(tokens_out=9, confidence=0.99))
     execute.rerun_execute(translation_id=row.pk)
     client.force_login(clinician)
     # the fast text, written for a knee, lost the side and the term and named a body part the note does not
@@ -430,7 +431,7 @@ def test_a_sentence_cut_at_the_token_limit_ends_in_an_ellipsis_in_the_rerun_as_i
     stopped at the token limit, an ellipsis, not a period
     (test_a_sentence_cut_at_the_token_limit_makes_the_translation_length)."""
     settings.MAX_OUTPUT_TOKENS = 4
-    row = services.translation_create(user=clinician, text="There is 1+ pretibial edema. Stable.")
+    row = admission.translation_create(user=clinician, text="There is 1+ pretibial edema. Stable.")
     chosen, _ = execute.rerun_candidates_run(translation=row, engine=FakeEngine(), request_prefix="cut",
                                              names=(candidates.FULL_PRECISION,))
     # "Plain words: There is" hit the limit; "Plain words: Stable." (3 tokens) stopped on its own.
@@ -438,7 +439,7 @@ def test_a_sentence_cut_at_the_token_limit_ends_in_an_ellipsis_in_the_rerun_as_i
 
 
 def test_a_rerun_of_one_sentence_starts_with_a_capital_as_the_fast_text_does(clinician, settings):
-    row = services.translation_create(user=clinician, text=KNEE)
+    row = admission.translation_create(user=clinician, text=KNEE)
     chosen, _ = execute.rerun_candidates_run(translation=row, engine=FakeEngine(answer=" a little fluid in your left knee."),
                                              request_prefix="capital", names=(candidates.FULL_PRECISION,))
     assert chosen.text == "A little fluid in your left knee."
