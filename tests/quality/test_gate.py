@@ -77,7 +77,7 @@ def test_failed_checks_alone_above_the_rate_are_refused():
 
 def test_the_gate_reads_the_threshold_of_the_rows_model(clinician, settings, monkeypatch, db):
     from clinical.models import Translation
-    from clinical.translation import services
+    from clinical.translation import admission, finish
 
     settings.CONFIDENCE_THRESHOLD = None
     monkeypatch.setattr(gate, "_calibrations", lambda: {"calibrated.gguf": {
@@ -86,11 +86,11 @@ def test_the_gate_reads_the_threshold_of_the_rows_model(clinician, settings, mon
         "2026-11-25.3+c24x8k0": {"threshold": 0.3}, "2026-11-25.3+c24x8k0h": {"threshold": 0.3}}})  # the cluster prompts' stored versions
     rows = []
     for model in ("calibrated.gguf", "other.gguf"):
-        row = services.translation_create(user=clinician, text="Hypertension.")
+        row = admission.translation_create(user=clinician, text="Hypertension.")
         Translation.objects.filter(pk=row.pk).update(model_name=model)
-        rows.append(services.translation_finish(
+        rows.append(finish.translation_finish(
             translation_id=row.pk, status=Translation.Status.COMPLETED, output_text="High blood pressure.",
-            figures=services.TranslationFigures(tokens_out=3, confidence=0.5)))
+            figures=finish.TranslationFigures(tokens_out=3, confidence=0.5)))
     assert [row.rerun_reason for row in rows] == ["", "low_confidence"]
 
 
@@ -118,7 +118,7 @@ def test_the_self_check_threshold_is_the_sites_then_the_calibrated_one_for_today
 
 
 def test_the_default_model_ships_a_self_check_threshold_for_the_products_prompt(settings):
-    from clinical.models import translation_prompt_version
+    from clinical.translation.prompting import translation_prompt_version
 
     settings.SELF_CHECK, settings.SELF_CHECK_THRESHOLD = True, None
     version = translation_prompt_version(text="Mild left knee effusion.", language="en")

@@ -13,8 +13,8 @@ from django.test import override_settings
 
 from clinical.models import Translation
 from clinical.quality import glossary
+from clinical.translation import admission, finish
 from clinical.translation import glossary_writes as glossary_services
-from clinical.translation import services
 from clinical.translation.engine import engine_set
 from inference.base import EnginePreempted, GenerationParams, generate_text
 from inference.fake_engine import FakeEngine
@@ -72,11 +72,11 @@ def test_merge_marks_engine_definitions_and_keeps_the_rest():
 
 
 def completed(user) -> Translation:
-    row = services.translation_create(user=user, text=SYMPTOMS)
-    return services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED,
+    row = admission.translation_create(user=user, text=SYMPTOMS)
+    return finish.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED,
                                        output_text="You said you had no nausea, vomiting, diarrhea or pain "
                                                    "when you pass urine.",
-                                       figures=services.TranslationFigures(tokens_out=9, confidence=0.95))
+                                       figures=finish.TranslationFigures(tokens_out=9, confidence=0.95))
 
 
 @pytest.mark.django_db(transaction=True)

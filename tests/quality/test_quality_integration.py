@@ -9,10 +9,11 @@ import pytest
 from channels.db import database_sync_to_async
 from django.test import override_settings
 
-from clinical.frames import verification_frame
 from clinical.models import AuditEvent, Rerun, Translation
 from clinical.rerun import execute
-from clinical.translation import services
+from clinical.translation import admission
+from clinical.translation.finish import TranslationFigures, translation_finish
+from clinical.web.frames import verification_frame
 from tests.frames import frames_until, open_socket
 
 NOTE = "Metoprolol 25 mg twice daily for left ventricular dysfunction. No chest pain."
@@ -23,10 +24,10 @@ DROPS_DOSE = ("Take metoprolol two times a day, because the left side of your he
 
 
 def finish(user, output: str, confidence: float, language: str = "en") -> Translation:
-    row = services.translation_create(user=user, text=NOTE, language=language)
-    return services.translation_finish(
+    row = admission.translation_create(user=user, text=NOTE, language=language)
+    return translation_finish(
         translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=output,
-        figures=services.TranslationFigures(tokens_out=20, confidence=confidence))
+        figures=TranslationFigures(tokens_out=20, confidence=confidence))
 
 
 @pytest.mark.django_db

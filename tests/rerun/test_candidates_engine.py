@@ -9,10 +9,10 @@ import pytest
 
 from clinical.models import Translation
 from clinical.rerun import execute
-from clinical.rerun.engine import run_in_engine_loop
-from clinical.translation import services
+from clinical.rerun.worker_engine import run_in_engine_loop
+from clinical.translation import admission, finish
 from inference.llamacpp_engine import LlamaCppEngine
-from inference.models import smollm2_gguf_path
+from inference.weights import smollm2_gguf_path
 
 NOTE = "No pericardial effusion. Metoprolol 25 mg daily."
 FAST_TEXT = "There is no fluid around your heart. Take your heart medicine every day."  # lost the dose and drug
@@ -37,9 +37,9 @@ def test_the_rerun_keeps_a_candidate_that_passes_over_one_that_fails(clinician, 
     # rewrite of this note loses the dose, the failing candidate the test needs.
     settings.PROMPT_EXAMPLES = False
     monkeypatch.setattr(execute, "rerun_engine_get", lambda: smollm2_engine)
-    row = services.translation_create(user=clinician, text=NOTE)
-    row = services.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED,
-                                      output_text=FAST_TEXT, figures=services.TranslationFigures(
+    row = admission.translation_create(user=clinician, text=NOTE)
+    row = finish.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED,
+                                      output_text=FAST_TEXT, figures=finish.TranslationFigures(
                                           tokens_out=16, confidence=0.6))
     assert row.safety_passed is False and row.verification == Translation.Verification.PENDING
 
@@ -60,12 +60,12 @@ def test_the_rerun_keeps_a_candidate_that_passes_over_one_that_fails(clinician, 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_note_of_two_sentences_is_rerun_sentence_by_sentence(clinician, settings, smollm2_engine):
-    from clinical.models import translation_message_parts, translation_parts, translation_parts_join
     from inference.base import GenerationParams, generate_text
+    from inference.parts import translation_message_parts, translation_parts, translation_parts_join
 
     settings.RERUN_CANDIDATES = ("full_precision",)
     settings.MAX_OUTPUT_TOKENS = 24
-    row = services.translation_create(user=clinician, text=NOTE)
+    row = admission.translation_create(user=clinician, text=NOTE)
     parts = translation_message_parts(row)
     assert len(parts) == 2  # the fast run made two requests: so must the re-run
 
