@@ -2,7 +2,7 @@
 gate fires, how each is scored, and which one replaces the fast text.
 
 On the CPU the full-precision re-run of the same messages reproduces the
-fast text word for word (docs/quality/confidence-survey.md: 7 of 10 identical),
+fast text word for word (docs/decisions/rerun-candidates.md: 7 of 10 identical),
 so re-running only that repeats the output the gate did not trust. The
 re-run therefore tries up to four candidates, in the order of
 ``RERUN_CANDIDATES`` (default :data:`CANDIDATE_NAMES`):

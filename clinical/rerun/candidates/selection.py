@@ -142,10 +142,11 @@ def candidate_select(candidates: list[Candidate], *, reading_level: int,
 
     1. what it is (:func:`candidate_tier`): a text the model wrote that
        differs from the input, above the input with some terms replaced
-       (``span_replacement``, the safety net: on laymaker-dev it scored
-       SARI 35.4 against 40.4 for retrieved examples, docs/quality/rerun-candidates.md, and its
-       confidence is that of a term list, not of the text), above the
-       input unchanged (it passes every check but explains nothing);
+       (``span_replacement``, the safety net: on 120 sentences the prompt
+       had not seen it scored SARI 35.4 against 40.4 for retrieved
+       examples, and its confidence is that of a term list, not of the
+       text), above the input unchanged (it passes every check but
+       explains nothing; the rule's record: docs/decisions/rerun-candidates.md);
     2. the model's own check (P(yes), :attr:`Candidate.self_check`) rounded
        to 0.01 when every candidate that passed has one: it ranks a wrong
        text below a correct or lossy one of the same sentence in 61 of 77
@@ -173,7 +174,7 @@ def candidate_select(candidates: list[Candidate], *, reading_level: int,
     passes both checks and is checked at or above the threshold is
     delivered instead (the highest P(yes), then the earliest): a wrong text
     is worse than none, and the clinician is told it is the diagnosis as
-    written. Measured on laymaker-dev (docs/quality/rerun-select-self-check.md,
+    written. Measured on laymaker-dev (docs/decisions/deliver-as-written.md,
     every candidate of the 62 gated rows replayed, cross-fitted folds,
     hand-judged): on fold A wrong texts 9 -> 6, correct 7 -> 10; on fold B
     wrong 1 -> 1, correct 17 -> 16; SARI of the gated rows 36.9 -> 36.1 and
@@ -219,7 +220,7 @@ def candidate_as_written(*, translation: Translation, chosen: Candidate | None,
     (the check did not run: nothing says the text is wrong).
 
     A wrong text is worse than none for a patient: measured on laymaker-dev
-    (the 62 gated rows' every candidate replayed, docs/quality/rerun-select-self-check.md,
+    (the 62 gated rows' every candidate replayed, docs/decisions/deliver-as-written.md,
     one reader's verdicts over the 235 judged rows as delivered), this rule
     after :func:`candidate_select`'s trusted copy gives wrong texts 12 -> 6,
     correct 130 -> 125 (the model's check also doubts some correct texts,
@@ -296,7 +297,7 @@ class Incumbent:
     ``margin``; else the confidence rule below.
 
     Confidence (geometric-mean token probability) ranks failing outputs
-    weakly on this model (AUROC 0.63, docs/quality/rerun-fix.md), and a
+    weakly on this model (AUROC 0.638, docs/decisions/confidence-gate.md), and a
     candidate from other messages (other examples, sampling) is another
     text, not a more exact reading of the same one; so such a candidate
     replaces a passing fast text only when it passes both checks, was
@@ -305,7 +306,7 @@ class Incumbent:
     ``full_precision`` (the same messages in full precision: the design's
     re-run) is always allowed. The margin (``RERUN_REPLACE_MARGIN``, default
     0) was measured on both cross-fit halves of laymaker-dev
-    (docs/quality/rerun-select.md): a margin chosen on one half lowered SARI
+    (docs/decisions/rerun-candidates.md): a margin chosen on one half lowered SARI
     on the other, so the default only keeps a passing fast text against a
     candidate that is not more confident than it.
 
