@@ -336,7 +336,7 @@ RERUN_SOFT_TIME_LIMIT_S = int(os.environ.get("RERUN_SOFT_TIME_LIMIT_S", "900"))
 RERUN_TIME_LIMIT_S = int(os.environ.get("RERUN_TIME_LIMIT_S", "960"))
 RERUN_MAX_RETRIES = int(os.environ.get("RERUN_MAX_RETRIES", "3"))
 RERUN_RETRY_BACKOFF_S = int(os.environ.get("RERUN_RETRY_BACKOFF_S", "5"))
-# The re-run's candidates, tried in this order (clinical/rerun/candidates.py;
+# The re-run's candidates, tried in this order (clinical/rerun/candidates/;
 # docs/quality/rerun-candidates.md): the same messages greedy (the design's FP32
 # run), the prompt with retrieved examples, the input copied with its hard
 # terms replaced, the same messages sampled. The first that passes both checks
@@ -346,7 +346,7 @@ RERUN_CANDIDATES = tuple(name.strip() for name in os.environ.get(
 # A candidate from other messages (other examples, sampling) replaces a fast
 # text that passed both checks only when its confidence is more than this much
 # higher (0-1; "inf": never); full_precision always may
-# (clinical/rerun/candidates.py Incumbent). 0: measured on both cross-fit
+# (clinical.rerun.candidates.Incumbent). 0: measured on both cross-fit
 # halves, a larger margin chosen on one lowered SARI on the other
 # (docs/quality/rerun-select.md).
 RERUN_REPLACE_MARGIN = float(os.environ.get("RERUN_REPLACE_MARGIN", "0"))
@@ -362,7 +362,7 @@ RERUN_REDISPATCH_GRACE_S = float(os.environ.get("RERUN_REDISPATCH_GRACE_S", "30"
 # A failed safety check (clinical/quality/safety.py) queues the full-precision re-run
 # like a low confidence does; off only for tests that isolate the confidence gate.
 SAFETY_RERUN = env_bool("SAFETY_RERUN", True)
-# A failed faithfulness check (clinical/quality/faithfulness.py: the output
+# A failed faithfulness check (clinical/quality/faithfulness/: the output
 # states something the input does not) queues the re-run too.
 FAITHFULNESS_RERUN = env_bool("FAITHFULNESS_RERUN", True)
 # Languages whose explanations must be read by a speaker of that language
