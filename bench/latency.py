@@ -705,8 +705,8 @@ def other_tables(report: dict) -> list[str]:
                 f"| off | {_fmt(off['p50'])} | {_fmt(off['p95'])} |", ""]
     else:
         out += ["Not measured in this run (`--quick`, or no vLLM engine in `--engines`).", ""]
-    out += ["vLLM's CPU KV-cache size and OpenMP thread binding are measured by their own benchmark, "
-            "`python -m bench vllm_cpu_settings`: [vllm-cpu-settings.md](vllm-cpu-settings.md).", ""]
+    out += ["vLLM's CPU KV-cache size and OpenMP thread binding: "
+            "[docs/decisions/vllm-cpu-settings.md](../decisions/vllm-cpu-settings.md).", ""]
     rows = report.get("stack_rows") or {}
     out += [f"The full stack wrote {rows.get('translations')} translation rows ({rows.get('completed')} "
             f"completed) and {rows.get('audit_events')} translation audit events for the benchmark "

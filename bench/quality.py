@@ -39,7 +39,7 @@ records its TTFT (ms, request sent to first text), E2E (ms) and prompt
 tokens; ``--timing`` regenerates today's laymaker rows cached without them.
 
     .venv/bin/python -m bench quality --resume --methods examples --fold A --cochrane 0 \
-        --k 4 --placement inline --out docs/quality/tuning/k4-inline   # a tuning run on fold A
+        --k 4 --placement inline --out /tmp/k4-inline   # a tuning run on fold A
 
 **SARI**, the text simplification metric of Xu, Napoles, Pavlick, Chen and
 Callison-Burch, "Optimizing Statistical Machine Translation for Text
@@ -810,7 +810,7 @@ def notes(report: dict) -> list[str]:
         f"{ours.get('confidence_median')}), {ours.get('rerun_safety_only_pct')} % are re-run only because the "
         f"safety check failed. The threshold ({report['threshold']}) is the one calibrated for this model and "
         "prompt by `python -m bench gate_calibrate` (the design's 0.85 re-runs nearly everything on a 1.5B "
-        "model: docs/quality/confidence-survey.md); the checks are the part of the gate that point at a "
+        "model: docs/decisions/confidence-gate.md); the checks are the part of the gate that point at a "
         "concrete problem.",
         f"* **SARI** rewards changes that agree with the one clinician reference. Copying the input scores "
         f"{identity.get('sari')} (no additions or deletions, only keeps); the reference against itself scores "
@@ -827,7 +827,7 @@ def notes(report: dict) -> list[str]:
         f"input pass by construction; the clinicians' references pass {reference.get('safety_pass_pct')} %, "
         "because they drop grades and scores such as '1+', rewrite negations into words the check does not "
         "pair, or misspell or loosely render a term ('dizzyness', 'removal' for a blepharoplasty: "
-        "docs/quality/term-rates.md; the limits are in docs/safety-check.md). A pass is not a correctness "
+        "docs/decisions/term-kind.md; the limits are in docs/safety-check.md). A pass is not a correctness "
         "check.",
         *_cochrane_notes(report),
     ]
