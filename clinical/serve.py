@@ -30,7 +30,7 @@ replica's sweep). Either way the process ends only when the engine's
 thread has finished the step it is in: on llama.cpp during the cluster
 warm-up, that is one prefix evaluation, which llama.cpp cannot stop (the
 default model on two cores: exit 6.1 s after SIGTERM with nothing to
-drain, 2026-11-27).
+drain).
 """
 
 from __future__ import annotations

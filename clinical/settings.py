@@ -294,8 +294,8 @@ if SELF_CHECK_THRESHOLD is not None and not 0 <= SELF_CHECK_THRESHOLD <= 1:
 #     measured on laymaker-dev: wrong texts 12 -> 6 of 235 judged, SARI 36.6 -> 35.0);
 #   trusted (also 1/true/yes/on): a candidate that is the diagnosis as written and that the
 #     model trusts, where there is one (candidate_select; wrong 15 -> 12, SARI 37.4 -> 36.6);
-#   off (also 0/false/no): the doubted text, marked. docs/quality/rerun-select-self-check.md.
-# The on/off values it had before 2026-11-28 still read as they did.
+#   off (also 0/false/no): the doubted text, marked. docs/decisions/deliver-as-written.md.
+# The on/off words are read as trusted/off.
 _SELF_CHECK_COPY_ALIASES = {**dict.fromkeys(TRUE_WORDS, "trusted"), **dict.fromkeys(("0", "false", "no"), "off")}
 SELF_CHECK_COPY = os.environ.get("SELF_CHECK_COPY", "always").strip().lower() or "always"
 SELF_CHECK_COPY = _SELF_CHECK_COPY_ALIASES.get(SELF_CHECK_COPY, SELF_CHECK_COPY)
@@ -337,7 +337,7 @@ RERUN_TIME_LIMIT_S = int(os.environ.get("RERUN_TIME_LIMIT_S", "960"))
 RERUN_MAX_RETRIES = int(os.environ.get("RERUN_MAX_RETRIES", "3"))
 RERUN_RETRY_BACKOFF_S = int(os.environ.get("RERUN_RETRY_BACKOFF_S", "5"))
 # The re-run's candidates, tried in this order (clinical/rerun/candidates/;
-# docs/quality/rerun-candidates.md): the same messages greedy (the design's FP32
+# docs/decisions/rerun-candidates.md): the same messages greedy (the design's FP32
 # run), the prompt with retrieved examples, the input copied with its hard
 # terms replaced, the same messages sampled. The first that passes both checks
 # at the gate's confidence ends the search; else the best of those tried wins.
@@ -348,7 +348,7 @@ RERUN_CANDIDATES = tuple(name.strip() for name in os.environ.get(
 # higher (0-1; "inf": never); full_precision always may
 # (clinical.rerun.candidates.Incumbent). 0: measured on both cross-fit
 # halves, a larger margin chosen on one lowered SARI on the other
-# (docs/quality/rerun-select.md).
+# (docs/decisions/rerun-candidates.md).
 RERUN_REPLACE_MARGIN = float(os.environ.get("RERUN_REPLACE_MARGIN", "0"))
 # A re-run whose task never reached the broker (broker unreachable when the
 # translation completed; Rerun.dispatched_at empty) is sent again by the sweep
@@ -369,7 +369,7 @@ FAITHFULNESS_RERUN = env_bool("FAITHFULNESS_RERUN", True)
 # before they are handed over: the page, the detail page and the handout say
 # so (clinical/quality/display.py). Spanish from the default model was wrong
 # in 4 of 10 sentences judged, none of them flagged by the checks
-# (docs/quality/spanish.md); empty the list for a model measured to write it well.
+# (docs/decisions/spanish-review.md); empty the list for a model measured to write it well.
 LANGUAGE_REVIEW_REQUIRED = env_list("LANGUAGE_REVIEW_REQUIRED", "es")
 # Worked examples for English input (clinical/models.py
 # translation_prompt_version), generated sentence by sentence: fewer wrong

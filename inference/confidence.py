@@ -42,7 +42,7 @@ def sequence_confidence(token_logprobs: Iterable[float]) -> float | None:
 #: Percentile of the content words' probabilities taken by
 #: :func:`content_word_confidence` (10: about the least likely word of a
 #: short sentence). Measured against the geometric mean in
-#: docs/quality/confidence-measures.md, where it did not rank failing
+#: docs/decisions/confidence-gate.md, where it did not rank failing
 #: outputs better, so the product's gate keeps :func:`sequence_confidence`.
 CONTENT_PERCENTILE = 10.0
 

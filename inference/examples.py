@@ -47,7 +47,7 @@ _TOKEN = re.compile(r"\w+(?:[-'.]\w+)*|[^\w\s]")
 
 def normalise(text: str) -> str:
     """Lower-cased words and punctuation joined by single spaces: the same
-    tokens as ``bench.sari.tokenize``, so ``"Edema ."`` equals ``"edema."``."""
+    tokens as ``bench.quality.tokenize``, so ``"Edema ."`` equals ``"edema."``."""
     return " ".join(_TOKEN.findall(text.lower()))
 
 

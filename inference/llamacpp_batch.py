@@ -34,11 +34,10 @@ serial engine's within 40 tokens, and the step was slower). On SmolLM2
 (Q4_1) a request's greedy output is then the one-at-a-time engine's,
 whatever else is in the batch (tests/inference/test_llamacpp_batching.py);
 on the default model (Q4_K_M) only on 84-86 % of laymaker-dev sentences
-(``python -m bench batching``, docs/benchmarks/batching.md): llama.cpp's
+(docs/decisions/batch-size.md): llama.cpp's
 CPU arithmetic for a row depends on how many rows the step has (from 4 rows
 with its repacked Q4_K weights, from 8 without) and on whether a prompt is
-read whole or in chunks (``python -m bench batch_invariance``,
-docs/benchmarks/batch-invariance.md), which flips near-tie tokens. Up to 3
+read whole or in chunks (docs/decisions/batch-size.md), which flips near-tie tokens. Up to 3
 rows, each row of a decode step is computed as if it were alone (the
 repacked kernels take rows 4 at a time and a smaller step row by row), so
 ``prompts_alone`` with at most 3 sequences keeps the serial engine's
@@ -94,7 +93,7 @@ logger = logging.getLogger(__name__)
 #: Most sequences whose decode steps llama.cpp computes row by row on the
 #: CPU with its repacked Q4_K weights (the default model's), so that each
 #: row's logits equal those of the same request decoded alone, bit for bit
-#: (``python -m bench batch_invariance``, docs/benchmarks/batch-invariance.md:
+#: (docs/decisions/batch-size.md:
 #: exact at 1-3 rows, not from 4; without repacking up to 7).
 INVARIANT_MAX_BATCH = 3
 #: Tokens per ``llama_decode`` when the serial engine reads a prompt

@@ -71,7 +71,7 @@ _DONE = object()
 #: steps of their own and a decode step has at most 3 rows, which llama.cpp
 #: computes row by row, so every text and logprob is the serial engine's,
 #: bit for bit, whatever runs beside it. On the default model
-#: (``python -m bench batching``, 2026-11-25, docs/benchmarks/batching.md):
+#: (docs/decisions/batch-size.md):
 #: 50 of 50 laymaker-dev texts equal, mean logprob difference 0.0; TTFT P95
 #: at 8 clients 8.0 s against 12.4 s for the serial engine, output tokens/s
 #: 1.22x; one client within 8 %; RSS +243 MiB. ``max_batch`` 8 waits less
@@ -81,7 +81,7 @@ DEFAULT_MAX_BATCH = 3
 #: laymaker-dev sentence's tail (longest 49 tokens after the instructions)
 #: in one chunk, read whole as the serial engine reads it (alone, 32 and 64
 #: both gave the serial engine's text on 50 of 50 sentences,
-#: docs/benchmarks/batched-alone.md).
+#: docs/decisions/determinism.md).
 DEFAULT_PREFILL_CHUNK = 64
 
 
@@ -489,7 +489,7 @@ class LlamaCppEngine(Engine):
         # the same tokens differently in decode calls that start elsewhere,
         # so reusing the part would make a prefix's numbers, and the texts,
         # depend on which request came before (7 of 50 laymaker-dev texts,
-        # docs/benchmarks/batched-alone.md), and differ from the batched
+        # docs/decisions/determinism.md), and differ from the batched
         # engine's, which reads every prefix from position 0.
         cached = llm.input_ids[: llm.n_tokens]
         shared = min(_common_prefix(cached, tokens), instructions)

@@ -2,8 +2,8 @@
 
     .venv/bin/python scripts/dashboard_screenshot.py --db /tmp/sample.sqlite3 --out docs/dashboard.png
 
-Starts Daphne on the given SQLite database (filled, e.g., by
-``python -m bench.laymaker_sample --db ...``), creates an IT user there,
+Starts Daphne on the given SQLite database (one with translations in it),
+creates an IT user there,
 logs in through the admin login form and saves a full-page PNG.
 """
 

@@ -40,9 +40,9 @@ NOT_MEASURED = "Not measured for this language."
 #: in whole percent). The doubted rate: on laymaker-dev (cross-fitted, the
 #: default model, hand-judged, the re-run as shipped with its fallback to a
 #: trusted copy) 6 of the 17 delivered texts under the threshold were wrong
-#: against 6 of the 218 judged others (docs/quality/rerun-select-self-check.md,
+#: against 6 of the 218 judged others (docs/decisions/deliver-as-written.md,
 #: ``trusted-copy``; without the fallback 7 of 28 against 7 of 207,
-#: docs/quality/rerun-fix-self-check-incumbent.md).
+#: docs/decisions/deliver-as-written.md).
 SELF_CHECK_PASSED = ("Says the same as the diagnosis by the model's own check: {p} % "
                      "(texts under {t} % are re-checked).")
 SELF_CHECK_DOUBTED = ("Doubted by the model's own check: {p} % that it says the same as the diagnosis "

@@ -22,7 +22,7 @@ are a hand table from the vocabulary of organ dysfunction (the SOFA
 score's organ systems, Vincent et al. 1996, and the clinical terms for
 lost or reduced function); what they are worth is their false-positive
 rate on text that is faithful by construction, measured by
-``python -m bench.faithfulness_rates`` on the clinicians' rewrites, the
+``python -m bench faithfulness_rates`` on the clinicians' rewrites, the
 four published systems and the Cochrane plain-language summaries (see
 ``docs/quality/faithfulness.md``).
 

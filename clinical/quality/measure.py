@@ -113,7 +113,7 @@ def self_check_payload(*, p_yes: float | None, version: str, threshold: float | 
     ``passed`` false on a delivered text means the model doubts even the
     text it kept: on laymaker-dev (cross-fitted, the default model) 28 of
     250 delivered texts were below the threshold and held 7 of the 14
-    hand-judged wrong ones (docs/quality/rerun-fix-self-check-incumbent.md)."""
+    hand-judged wrong ones (docs/decisions/deliver-as-written.md)."""
     if p_yes is None:
         return None
     payload = {"p_yes": round(p_yes, 3), "version": version, "threshold": threshold,

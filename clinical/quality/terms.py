@@ -48,7 +48,7 @@ The word parts and their plain meanings are the standard tables of
 medical terminology (Chabner, *The Language of Medicine*, 12th ed.,
 "Suffixes", "Prefixes" and "Combining forms"; MedlinePlus, "Understanding
 Medical Words"). Pure Python: median 0.16 ms, P95 0.38 ms per laymaker
-sentence once the HPO index is loaded (the 250 rewrites, 2026-11-26).
+sentence once the HPO index is loaded (the 250 rewrites of laymaker-dev).
 """
 
 from __future__ import annotations

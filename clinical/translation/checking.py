@@ -92,8 +92,7 @@ async def translation_sentences_self_check(*, translation: Translation, engine: 
 
     Why not the whole note at once: the threshold was calibrated on
     sentences, and on notes the one answer misses wrong sentences. Measured
-    on laymaker-dev's fast texts joined into notes (docs/quality/self-check-notes.md,
-    ``python -m bench self_check_notes``): of 20 notes of six sentences, 12
+    on laymaker-dev's fast texts joined into notes (docs/decisions/sentence-gating.md): of 20 notes of six sentences, 12
     held a sentence hand-judged wrong; the whole-note check doubted 5 of
     those 12, the sentence checks 12 of 12. A note the whole-note check
     doubted was delivered as written whole, its good sentences too.

@@ -21,7 +21,7 @@ def translation_prompt_version(*, text: str, language: str) -> str:
     ``PROMPT_CLUSTERS``, ``PROMPT_CLUSTER_EXAMPLES``, ``PROMPT_RETRIEVED_K``
     ``PROMPT_HINTS`` and ``PROMPT_HEADINGS``, e.g. ``"2026-11-25.2+c24x8k0h"``), else 6 examples retrieved per
     sentence (:data:`inference.prompts.EXAMPLES_PROMPT_VERSION`; measured
-    cross-fitted on laymaker-dev, docs/quality/retrieval.md). Anything else
+    cross-fitted on laymaker-dev, docs/decisions/example-pool.md). Anything else
     (Spanish output: the examples are English; a longer note;
     ``PROMPT_EXAMPLES`` off) gets one request with the instructions and
     one fixed example (:data:`inference.prompts.PROMPT_VERSION`).

@@ -43,7 +43,7 @@ those kinds are skipped, not guessed.
 
 Pure Python over dictionaries and compiled regular expressions: median
 0.33-0.37 ms, P95 about 1 ms per laymaker sentence once :func:`warm` has loaded the
-drug dictionary and the anatomy index (``python -m bench.faithfulness_rates``).
+drug dictionary and the anatomy index (``python -m bench faithfulness_rates``).
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ def candidate_plan(*, translation: Translation, name: str,
     ``messages`` (default :func:`inference.parts.translation_parts`) are
     the fast run's messages (or its parts) that ``full_precision`` and ``sampled`` repeat;
     ``pool`` (default the shipped one) is where ``retrieved_examples`` looks.
-    Both exist for the cross-fitted benchmark (``python -m bench rerun_fix``),
+    Both exist for cross-fitted measurement (docs/decisions/rerun-candidates.md),
     which must not show a sentence examples from its own half.
 
     Raises:
