@@ -17,7 +17,7 @@ sentences with the default 1.5B model, docs/quality/):
 * ``2026-11-22.3``: reading level (US grade 4, 6 or 8) and output language
   (English or Spanish) as parameters. The default, grade 6 in English,
   renders exactly the ``.2`` messages, so ``.2`` measurements still hold.
-* ``2026-11-25.1`` (:data:`EXAMPLES_PROMPT_VERSION`, issue 22): worked
+* ``2026-11-25.1`` (:data:`EXAMPLES_PROMPT_VERSION`): worked
   examples retrieved per sentence from laymaker-dev's clinician rewrites
   (:mod:`inference.examples`) and the instruction to keep the sentence and
   its facts and replace only what a patient would not understand
@@ -25,7 +25,7 @@ sentences with the default 1.5B model, docs/quality/):
   ``examples=``; without them it still renders ``2026-11-22.3``
   (:data:`PROMPT_VERSION`), so a caller stores :func:`prompt_version`.
   Measured cross-fitted in docs/quality/quality-report.md.
-* ``2026-11-25.2`` (:data:`CLUSTER_PROMPT_VERSION`, issue 22): the
+* ``2026-11-25.2`` (:data:`CLUSTER_PROMPT_VERSION`): the
   ``.1`` system message and examples, laid out so the examples cost a
   cached prefix instead of a prefill per request. The shipped pool is
   clustered (k-means over its TF-IDF rows, :class:`inference.examples.ClusterRouter`);
