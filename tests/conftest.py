@@ -16,6 +16,7 @@ import time
 import uuid
 from pathlib import Path
 
+import httpx
 import pytest
 import redis
 from django.conf import settings
@@ -33,7 +34,8 @@ PASSWORD = "correct-horse-battery-staple-42"
 SESSION_PREFIX = f"test-{uuid.uuid4().hex[:8]}"
 
 #: Fixtures that start real processes: their tests belong in tests/live/.
-LIVE_FIXTURES = frozenset({"stack_env", "daphne_server", "celery_worker_process", "private_redis"})
+LIVE_FIXTURES = frozenset({"stack_env", "daphne_server", "celery_worker_process", "private_redis",
+                           "shared_fake_server"})
 
 
 def pytest_configure(config):
@@ -183,6 +185,16 @@ def stack_env(transactional_db):
     Celery workers): the test database, the real Redis, and channel-layer
     and broker key prefixes of this test alone."""
     run = uuid.uuid4().hex[:8]
+    env = _stack_env(run)
+    previous = settings.CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"]
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = env["CELERY_KEY_PREFIX"]
+    yield env
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = previous
+    _delete_keys(f"*test-{run}*")
+
+
+def _stack_env(run: str) -> dict[str, str]:
+    """The environment of a stack whose Redis keys carry ``test-<run>``."""
     env = dict(os.environ)
     env.update({
         "DATABASE_URL": test_database_url(),
@@ -200,13 +212,58 @@ def stack_env(transactional_db):
         # has its own test (tests/translation/test_sentence_by_sentence.py).
         "PROMPT_CLUSTER_WARMUP": "0",
     })
-    previous = settings.CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"]
-    settings.CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = env["CELERY_KEY_PREFIX"]
-    yield env
-    settings.CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = previous
+    return env
+
+
+def _delete_keys(pattern: str) -> None:
     client = redis.Redis.from_url(settings.REDIS_URL)
-    for key in client.scan_iter(match=f"*test-{run}*"):
+    for key in client.scan_iter(match=pattern):
         client.delete(key)
+
+
+@pytest.fixture(scope="session")
+def _shared_fake_daphne(django_db_setup, tmp_path_factory):
+    """One ``daphne_server(INFERENCE_ENGINE="fake")`` per test process
+    (per pytest-xdist worker), started at its first use and stopped before
+    the test database is dropped. Its cache keys (rate limits, leases, held
+    places) carry ``CACHE_PREFIX`` ``test-shared-<run>-cache``."""
+    run = f"shared-{uuid.uuid4().hex[:8]}"
+    env = _stack_env(run) | {"CACHE_PREFIX": f"test-{run}-cache", "INFERENCE_ENGINE": "fake"}
+    server = DaphneServer(env, tmp_path_factory.mktemp("shared-daphne") / "daphne.log")
+    server.cache_prefix = env["CACHE_PREFIX"]
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
+        _delete_keys(f"*test-{run}*")
+
+
+def _wait_idle(server: DaphneServer, timeout_s: float = 30) -> None:
+    """Wait until ``server`` streams nothing and its engine queue is empty
+    (its ``/metrics``, answered to loopback clients)."""
+    idle = ("clinical_inflight_translations 0.0", "clinical_engine_queue_depth 0.0")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        metrics = httpx.get(server.base_url + "/metrics", timeout=5).text
+        if all(line in metrics for line in idle):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"the shared server still works after {timeout_s} s:\n{server.logs()[-3000:]}")
+
+
+@pytest.fixture
+def shared_fake_server(_shared_fake_daphne, transactional_db):
+    """The test process's shared Daphne with the fake engine and the default
+    settings, for tests that need no stack of their own: it keeps no state of
+    a test for the next but what its process holds (metrics counters), so
+    tests that read counters or change the server start their own
+    (:func:`daphne_server`). After the test: the server is idle (its
+    background work done before the database is emptied) and its cache keys
+    are deleted, as a fresh server would find them."""
+    yield _shared_fake_daphne
+    _wait_idle(_shared_fake_daphne)
+    _delete_keys(f"{_shared_fake_daphne.cache_prefix}:*")
 
 
 @pytest.fixture

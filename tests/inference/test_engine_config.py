@@ -68,6 +68,7 @@ def test_cpu_defaults_are_fp32_eager_without_quantization(monkeypatch):
     assert "gpu_memory_utilization" not in kwargs and "speculative_config" not in kwargs
 
 
+@pytest.mark.slow  # imports vLLM
 def test_the_engine_args_are_real_vllm_engine_arguments(pretend_cuda):
     from vllm.engine.arg_utils import AsyncEngineArgs
 
@@ -142,7 +143,7 @@ def test_engine_max_batch_comes_from_the_environment(monkeypatch):
     """ENGINE_MAX_BATCH reaches the llama.cpp engine through EngineConfig
     (clinical.engine builds the config without naming it)."""
     from inference.factory import EngineConfig, create_engine
-    from inference.models import smollm2_gguf_path
+    from inference.weights import smollm2_gguf_path
 
     monkeypatch.setenv("ENGINE_MAX_BATCH", "4")
     engine = create_engine(EngineConfig(engine="llamacpp", model=str(smollm2_gguf_path())))
@@ -161,7 +162,7 @@ def test_the_prefix_snapshot_capacity_comes_from_the_environment(monkeypatch):
     clusters plus the other instruction sets."""
     from inference.factory import EngineConfig, create_engine
     from inference.llamacpp_prefix import DEFAULT_PREFIX_SNAPSHOTS
-    from inference.models import smollm2_gguf_path
+    from inference.weights import smollm2_gguf_path
 
     monkeypatch.delenv("INFERENCE_PREFIX_SNAPSHOTS", raising=False)
     engine = create_engine(EngineConfig(engine="llamacpp", model=str(smollm2_gguf_path())))

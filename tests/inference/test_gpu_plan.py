@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from clinical.rerun.engine import rerun_engine_config
-from inference.models import smollm2_hf_path
+from clinical.rerun.worker_engine import rerun_engine_config
 from inference.vllm_engine import GIB, GpuMemoryRefused, VllmEngine, gpu_share_check
+from inference.weights import smollm2_hf_path
 
 CARD = int(79.2 * GIB)  # an 80 GB A100/H100 as torch.cuda.mem_get_info() reports it
 

@@ -12,9 +12,11 @@ import pytest_asyncio
 
 from inference.base import EngineBusy, GenerationParams
 from inference.llamacpp_engine import LlamaCppEngine
-from inference.models import smollm2_gguf_path
 from inference.prompts import build_messages
+from inference.weights import smollm2_gguf_path
 from tests.data import laymaker_sentences
+
+pytestmark = pytest.mark.slow  # loads SmolLM2 (two engines)
 
 BATCH = 8  # explicit: the engine default may be serial
 
@@ -62,7 +64,7 @@ async def alone(engine, text, request_id="alone", **params):
 
 #: How far (nats) the batched engine's logprob of a token may be from the
 #: serial engine's. llama.cpp's CPU arithmetic depends on how many rows a
-#: step decodes (docs/benchmarks/batch-invariance.md: above 3 the greedy
+#: step decodes (docs/decisions/batch-size.md: above 3 the greedy
 #: texts differ on 7 of 50 sentences); these tests decode up to 8. On the
 #: machines before 2026-11-26 their sentences came out bit for bit; on an
 #: AMD EPYC without AVX-512, 7 of 8 were identical and the 8th differed by

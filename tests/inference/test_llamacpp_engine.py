@@ -11,9 +11,11 @@ import pytest_asyncio
 
 from inference.base import GenerationParams
 from inference.llamacpp_engine import LlamaCppEngine
-from inference.models import smollm2_gguf_path
 from inference.prompts import build_messages
+from inference.weights import smollm2_gguf_path
 from tests.data import laymaker_sentences
+
+pytestmark = pytest.mark.slow  # loads SmolLM2
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -110,7 +112,7 @@ async def test_a_full_queue_refuses_admission_with_a_retry_estimate(engine):
         assert busy.value.retry_after_s >= 1
         await stream.aclose()
         assert engine.queue_depth() == 0
-        # Room again. admit() now reserves the place (issue 18): give it
+        # Room again. admit() reserves the place: give it
         # back, as no request follows here.
         engine.admit().release()
     finally:
@@ -255,7 +257,7 @@ async def test_an_instruction_prefix_reads_the_same_whatever_request_came_before
     cache holds the shared system message from the first: llama.cpp rounds
     tokens read in a decode call that starts elsewhere differently, so
     reusing the part would make the prefix's KV snapshot, and so the texts,
-    depend on the request before (docs/benchmarks/batched-alone.md)."""
+    depend on the request before (docs/decisions/determinism.md)."""
     from inference.examples import cluster_messages, default_router
 
     router = default_router(24, 8)

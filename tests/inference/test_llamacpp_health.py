@@ -17,9 +17,11 @@ import pytest
 
 from inference.base import EngineDead, GenerationParams, generate_text
 from inference.llamacpp_engine import LlamaCppEngine
-from inference.models import smollm2_gguf_path
 from inference.prompts import build_messages
 from inference.supervisor import EngineSupervisor
+from inference.weights import smollm2_gguf_path
+
+pytestmark = pytest.mark.slow  # loads SmolLM2
 
 MESSAGES = build_messages("No acute distress.")
 

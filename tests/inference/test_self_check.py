@@ -8,8 +8,8 @@ import pytest
 import pytest_asyncio
 
 from inference.llamacpp_engine import LlamaCppEngine
-from inference.models import default_gguf_path
 from inference.self_check import SELF_CHECK_SYSTEM, self_check_messages, self_check_run, yes_probability
+from inference.weights import default_gguf_path
 
 
 def test_yes_gives_its_probability_and_no_the_rest():

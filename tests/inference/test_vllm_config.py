@@ -11,8 +11,8 @@ import pytest
 
 from inference import vllm_engine
 from inference.base import EngineError, GenerationParams
-from inference.models import smollm2_hf_path
 from inference.vllm_engine import VllmEngine, checkpoint_quantization
+from inference.weights import smollm2_hf_path
 
 pytestmark = pytest.mark.slow  # imports vLLM
 

@@ -11,9 +11,9 @@ import pytest
 import pytest_asyncio
 
 from inference.base import GenerationParams
-from inference.models import smollm2_hf_path
 from inference.prompts import build_messages
 from inference.vllm_engine import VllmEngine
+from inference.weights import smollm2_hf_path
 from tests.data import laymaker_sentences
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]

@@ -1,4 +1,4 @@
-"""Who and what may reach the service (issue 18's risks), performed on the
+"""Who and what may reach the service (the known risks), performed on the
 real ``python -m clinical.serve``: a socket from another origin of the same
 host, users who are not clinicians, and a client that never finishes its
 request headers."""
@@ -30,10 +30,10 @@ def ws_at(server, host: str) -> str:
     return f"ws://{host}:{server.port}/ws/translate/"
 
 
-async def test_foreign_origin_socket_is_refused(daphne_server, clinician):
-    """The issue's probe: a page on http://localhost:1234 opened a socket to
+async def test_foreign_origin_socket_is_refused(shared_fake_server, clinician):
+    """The probe: a page on http://localhost:1234 opened a socket to
     the server on localhost with the clinician's session cookie."""
-    server = daphne_server(INFERENCE_ENGINE="fake")
+    server = shared_fake_server
     session = await in_thread(server.login, clinician.username)
     cookie = {"Cookie": f"sessionid={session}"}
     for origin in ("http://localhost:1234", f"https://localhost:{server.port}", "http://localhost",
@@ -61,8 +61,8 @@ def make_user(username: str, group: str | None, fields: dict):
 
 
 @pytest.mark.parametrize("username, group, fields", [("no-role", None, {}), ("it-admin", "IT", {"is_staff": True})])
-async def test_users_who_are_not_clinicians_cannot_translate(daphne_server, username, group, fields):
-    server = daphne_server(INFERENCE_ENGINE="fake")
+async def test_users_who_are_not_clinicians_cannot_translate(shared_fake_server, username, group, fields):
+    server = shared_fake_server
     await in_thread(make_user, username, group, fields)
     session = await in_thread(server.login, username)
     cookies = {"sessionid": session}
@@ -100,8 +100,8 @@ def seconds_until_closed(port: int, sent: bytes, limit_s: float) -> float:
 
 
 async def test_a_slow_header_connection_is_closed_within_the_bound(daphne_server, clinician):
-    """The issue's probe: a partial request line, then nothing (it was held
-    for 75 s: Twisted's 60 s idle timeout plus 15 s to abort)."""
+    """The probe: a partial request line, then nothing (without the bound
+    it is held for 75 s: Twisted's 60 s idle timeout plus 15 s to abort)."""
     server = daphne_server(INFERENCE_ENGINE="fake", HTTP_HEADER_TIMEOUT_S="3")
     for sent in (b"GET /accounts/login/ HTT", b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: 1", b""):
         took = await in_thread(seconds_until_closed, server.port, sent, 15)
@@ -116,7 +116,7 @@ async def test_a_slow_header_connection_is_closed_within_the_bound(daphne_server
         assert (await receive_until(ws, ("done", "error"), timeout=30))[-1]["type"] == "done"
 
 
-def test_the_default_header_bound_is_well_under_what_the_issue_saw(settings):
+def test_the_default_header_bound_is_well_under_twisteds_idle_timeout(settings):
     assert 0 < settings.HTTP_HEADER_TIMEOUT_S <= 30
 
 

@@ -25,8 +25,8 @@ def make_client():
 
 
 @pytest.fixture
-def api(daphne_server):
-    server = daphne_server(INFERENCE_ENGINE="fake")
+def api(shared_fake_server):
+    server = shared_fake_server
     return httpx.Client(base_url=server.base_url + "/api", timeout=60)
 
 

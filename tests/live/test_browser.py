@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from clinical.models import Translation
-from inference.models import smollm2_gguf_path, smollm2_hf_path
+from inference.weights import smollm2_gguf_path, smollm2_hf_path
 from tests.conftest import PASSWORD, ROOT, in_worker_thread
 from tests.data import laymaker_sentences
 
@@ -104,7 +104,7 @@ def test_verified_text_replaces_the_fast_one_and_is_there_on_return(
     the verified text after the clinician comes back."""
     server = daphne_server(INFERENCE_ENGINE="fake", CONFIDENCE_THRESHOLD="1.01")
     celery_worker_process(RERUN_ENGINE="vllm", RERUN_MODEL=str(smollm2_hf_path()),
-                          # the replicas' model: the worker refuses another (clinical.rerun.engine)
+                          # the replicas' model: the worker refuses another (clinical.rerun.worker_engine)
                           INFERENCE_MODEL=str(smollm2_gguf_path()))
     page = browser_page
     log_in(page, server, clinician.username)

@@ -16,7 +16,7 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import expect, sync_playwright
 
 from clinical.models import AuditEvent, Translation, TranslationEdit
-from inference.models import smollm2_gguf_path
+from inference.weights import smollm2_gguf_path
 from tests.conftest import PASSWORD, ROOT, in_worker_thread
 from tests.data import laymaker_sentences
 
@@ -262,10 +262,10 @@ def test_keyboard_only_translate_and_cancel(daphne_server, clinician, ui_page):
 
 
 @pytest.mark.parametrize("width", [1280, 390])
-def test_controls_are_at_least_24_px_and_the_page_reflows(daphne_server, clinician, ui_page, width):
+def test_controls_are_at_least_24_px_and_the_page_reflows(shared_fake_server, clinician, ui_page, width):
     """WCAG 2.2 target size (2.5.8) for buttons, fields and menus, and no
     horizontal scrolling at a phone's width (1.4.10)."""
-    server = daphne_server(INFERENCE_ENGINE="fake")
+    server = shared_fake_server
     page = ui_page
     page.set_viewport_size({"width": width, "height": 900})
     log_in(page, server, clinician.username)

@@ -14,7 +14,7 @@ from django.conf import settings
 from websockets.asyncio.client import connect
 
 from clinical.models import Rerun, Translation
-from inference.models import smollm2_gguf_path, smollm2_hf_path
+from inference.weights import smollm2_gguf_path, smollm2_hf_path
 from tests.conftest import in_thread
 from tests.data import laymaker_sentences
 from tests.frames import receive_until
@@ -36,7 +36,7 @@ async def open_socket(server, session):
 async def test_low_confidence_output_is_replaced_by_the_fp32_rerun_live(
         daphne_server, celery_worker_process, clinician):
     worker = celery_worker_process(RERUN_ENGINE="vllm", RERUN_MODEL=str(smollm2_hf_path()),
-                                   # the replicas' model: the worker refuses another (clinical.rerun.engine)
+                                   # the replicas' model: the worker refuses another (clinical.rerun.worker_engine)
                                    INFERENCE_MODEL=str(smollm2_gguf_path()))
     server = daphne_server(INFERENCE_ENGINE="llamacpp", INFERENCE_MODEL=str(smollm2_gguf_path()),
                            CONFIDENCE_THRESHOLD="1.01")  # above any possible confidence

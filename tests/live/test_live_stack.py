@@ -10,8 +10,8 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from clinical.models import AuditEvent, Translation
-from inference.models import default_gguf_path, smollm2_gguf_path
 from inference.self_check import SELF_CHECK_PROMPT_VERSION
+from inference.weights import default_gguf_path, smollm2_gguf_path
 from tests.conftest import in_thread
 from tests.data import laymaker_sentences
 from tests.frames import receive_until, translate_over_socket
@@ -48,8 +48,8 @@ async def test_real_daphne_streams_a_laymaker_sentence_from_smollm2(daphne_serve
     assert sentence not in server.logs(), "clinical text leaked into the server log"
 
 
-async def test_real_daphne_closes_an_anonymous_socket(daphne_server):
-    server = daphne_server(INFERENCE_ENGINE="fake")
+async def test_real_daphne_closes_an_anonymous_socket(shared_fake_server):
+    server = shared_fake_server
     with pytest.raises(InvalidStatus) as failure:
         async with connect(server.ws_url + "/ws/translate/",
                            additional_headers={"Origin": server.base_url}):
@@ -57,8 +57,8 @@ async def test_real_daphne_closes_an_anonymous_socket(daphne_server):
     assert failure.value.response.status_code == 403
 
 
-async def test_real_daphne_refuses_a_foreign_origin(daphne_server, clinician):
-    server = daphne_server(INFERENCE_ENGINE="fake")
+async def test_real_daphne_refuses_a_foreign_origin(shared_fake_server, clinician):
+    server = shared_fake_server
     session = server.login(clinician.username)
     with pytest.raises(InvalidStatus):
         async with connect(server.ws_url + "/ws/translate/",
@@ -87,12 +87,12 @@ async def test_default_model_translates_a_laymaker_sentence_end_to_end(daphne_se
 
 
 
-async def test_an_idle_socket_survives_the_channel_layer_poll(daphne_server, clinician):
+async def test_an_idle_socket_survives_the_channel_layer_poll(shared_fake_server, clinician):
     """channels_redis polls Redis with a 5 s BZPOPMIN: a socket idle for
     longer must stay open and still translate (redis-py 8 broke this)."""
     import asyncio
 
-    server = daphne_server(INFERENCE_ENGINE="fake")
+    server = shared_fake_server
     session = server.login(clinician.username)
     async with connect(server.ws_url + "/ws/translate/", additional_headers={
             "Cookie": f"sessionid={session}", "Origin": server.base_url}) as socket:
@@ -102,8 +102,8 @@ async def test_an_idle_socket_survives_the_channel_layer_poll(daphne_server, cli
     assert [f["type"] for f in frames] == ["started", "token"]
 
 
-def test_readiness_reports_the_loaded_engine(daphne_server):
-    server = daphne_server(INFERENCE_ENGINE="fake")
+def test_readiness_reports_the_loaded_engine(shared_fake_server):
+    server = shared_fake_server
     import httpx
 
     response = httpx.get(server.base_url + "/readyz", timeout=30)

@@ -81,8 +81,8 @@ def test_metrics_need_the_bearer_token_when_one_is_set(daphne_server):
     assert scrape(server, Authorization="Bearer scrape-secret-1234")
 
 
-def test_without_a_token_only_direct_loopback_clients_are_answered(daphne_server):
-    server = daphne_server(INFERENCE_ENGINE="fake")
+def test_without_a_token_only_direct_loopback_clients_are_answered(shared_fake_server):
+    server = shared_fake_server
     assert scrape(server)  # the test runs on loopback
     proxied = httpx.get(server.base_url + "/metrics", headers={"X-Forwarded-For": "203.0.113.9"}, timeout=10)
     assert proxied.status_code == 403

@@ -30,7 +30,7 @@ from websockets.exceptions import ConnectionClosed
 
 from clinical.models import AuditEvent, Translation
 from clinical.runtime import drain, replica
-from clinical.translation import services
+from clinical.translation import admission
 from tests.conftest import PASSWORD, ROOT, _free_port, in_thread
 from tests.data import laymaker_sentences
 from tests.frames import receive_until
@@ -345,8 +345,8 @@ async def test_sigterm_drains_streams_then_closes_sockets_with_1012(stack, clini
 async def test_a_draining_replica_refuses_new_translations_with_a_retry(clinician, fake_engine):
     drain.drain_begin()
     try:
-        with pytest.raises(services.TranslationRefused) as refused:
-            await services.translation_accept(user=clinician, api_client=None, source="web",
+        with pytest.raises(admission.TranslationRefused) as refused:
+            await admission.translation_accept(user=clinician, api_client=None, source="web",
                                               text=laymaker_sentences()[1])
     finally:
         drain.drain_reset()
@@ -360,9 +360,9 @@ async def test_a_draining_replica_refuses_new_translations_with_a_retry(clinicia
 
 @pytest.mark.django_db
 def test_the_sweep_command_finalises_orphans_once_and_spares_leased_ones(clinician):
-    orphan = services.translation_create(user=clinician, text=laymaker_sentences()[0])
-    leased = services.translation_create(user=clinician, text=laymaker_sentences()[1])
-    fresh = services.translation_create(user=clinician, text=laymaker_sentences()[2])
+    orphan = admission.translation_create(user=clinician, text=laymaker_sentences()[0])
+    leased = admission.translation_create(user=clinician, text=laymaker_sentences()[1])
+    fresh = admission.translation_create(user=clinician, text=laymaker_sentences()[2])
     an_hour_ago = timezone.now() - timezone.timedelta(hours=1)
     Translation.objects.filter(pk__in=[orphan.pk, leased.pk]).update(created_at=an_hour_ago)
     client = redis.Redis.from_url(settings.REDIS_URL)

@@ -1,8 +1,8 @@
 """A re-run that hangs ends at its time limit and the lane takes the next
-job (issue 21, "the smaller traps"), on real processes: a real Daphne, a
-real Celery worker (solo pool, which enforces no Celery time limit, so the
-task bounds its own generation: clinical.rerun.execute._generate_bounded),
-the real Redis broker and channel layer.
+job, on real processes: a real Daphne, a real Celery worker (solo pool,
+which enforces no Celery time limit, so the task bounds its own generation:
+clinical.rerun.execute._generate_bounded), the real Redis broker and channel
+layer.
 
 The worker's engine is the fake one with ``FAKE_ENGINE_HANG_ON``: a request
 whose text contains that phrase yields nothing until it is aborted, as an

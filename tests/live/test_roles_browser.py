@@ -26,8 +26,8 @@ def it_user_create():
     return user
 
 
-def test_an_it_user_in_the_browser_is_told_it_may_not_translate(daphne_server, browser_page):  # noqa: F811
-    server = daphne_server(INFERENCE_ENGINE="fake")
+def test_an_it_user_in_the_browser_is_told_it_may_not_translate(shared_fake_server, browser_page):  # noqa: F811
+    server = shared_fake_server
     in_worker_thread(it_user_create)
     page = browser_page
     page.goto(server.base_url + "/")
