@@ -1,5 +1,7 @@
 """Property-based run of the project's own OpenAPI schema (schemathesis):
-at least 500 generated requests against a real Daphne, none may get a 5xx."""
+at least 500 generated requests against a real Daphne, none may get a 5xx.
+100 examples an operation give about a thousand requests (the schema's
+operations, each with valid, invalid and unknown-id cases)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ def test_generated_requests_against_the_openapi_schema_get_no_server_error(daphn
     result = subprocess.run(
         [str(Path(sys.executable).parent / "schemathesis"), "run",
          f"{server.base_url}/api/schema/", "--checks", "not_a_server_error",
-         "--max-examples", "300", "--seed", "20261122", "--workers", "1",
+         "--max-examples", "100", "--seed", "20261122", "--workers", "1",
          "--header", f"Authorization: Bearer {key}",
          "--report", "har", "--report-har-path", str(har)],
         capture_output=True, text=True, timeout=900, cwd=tmp_path)
