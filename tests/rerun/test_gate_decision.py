@@ -45,5 +45,5 @@ def test_cancelled_and_failed_translations_are_not_rerun(clinician):
     for status in (Translation.Status.CANCELLED, Translation.Status.ERROR):
         row = admission.translation_create(user=clinician, text="Left knee pain.")
         finish.translation_finish(translation_id=row.pk, status=status, output_text="",
-                                    figures=finish.TranslationFigures(confidence=0.1))
+                                  figures=finish.TranslationFigures(confidence=0.1))
     assert not Rerun.objects.exists()

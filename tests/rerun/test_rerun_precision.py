@@ -7,14 +7,18 @@ re-run recorded before engines reported a label shows the old ``fp32``."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from channels.db import database_sync_to_async
 from django.urls import reverse
 
 from clinical.api import fhir
 from clinical.models import RERUN_PRECISION, AuditEvent, Rerun, Translation
-from clinical.rerun import execute
+from clinical.rerun import execute, notify
 from clinical.translation import admission, finish, selectors
-from clinical.web.frames import verification_frame
+from clinical.web.frames import verification_event_frame, verification_frame
+from tests.frames import open_socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,7 +32,7 @@ def verified_translation(user, *, engine_precision: str) -> Translation:
     reported ``engine_precision`` ("" as rows from before the field)."""
     row = admission.translation_create(user=user, text=KNEE)
     row = finish.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED,
-                                      output_text=FAST, figures=finish.TranslationFigures(
+                                    output_text=FAST, figures=finish.TranslationFigures(
                                           tokens_out=6, confidence=0.01))
     rerun = execute.rerun_start(translation_id=row.pk)  # the gate queued it (confidence 0.01)
     execute.rerun_complete(rerun_id=rerun.pk, output_text=VERIFIED, token_logprobs=[-0.1] * 10,
@@ -72,7 +76,7 @@ def test_the_fast_text_keeps_its_own_engines_label_until_verified(clinician):
     row = admission.translation_create(user=clinician, text=KNEE)
     Translation.objects.filter(pk=row.pk).update(precision="q4_k_m")
     row = finish.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED,
-                                      output_text=FAST, figures=finish.TranslationFigures(
+                                    output_text=FAST, figures=finish.TranslationFigures(
                                           tokens_out=6, confidence=0.01))
     assert selectors.translation_api_view(translation=row)["precision"] == "q4_k_m"
 
@@ -82,3 +86,20 @@ def test_the_detail_page_names_the_engines_precision(clinician, client):
     client.force_login(clinician)
     page = client.get(reverse("translation-detail", args=[row.request_id])).content.decode()
     assert "Verified in full precision (fp8 (compressed-tensors))" in page
+
+
+async def test_the_worker_sends_a_plain_event_and_the_socket_gets_the_frame_it_always_got(clinician, fake_engine):
+    """The re-run lane hands the web side an event (ids and figures, no
+    frame); the socket turns it into the ``verified`` frame, the same one
+    a ``watch`` reads from the database."""
+    row = await database_sync_to_async(verified_translation)(clinician, engine_precision="bf16")
+    event = await database_sync_to_async(notify.verification_event)(row)
+    assert event["event"] == "verified" and "type" not in event and "message" not in event
+    frame = await database_sync_to_async(verification_frame)(row)
+    assert verification_event_frame(json.loads(json.dumps(event))) == frame  # plain data over the channel layer
+    socket = await open_socket(clinician)
+    await socket.send_json_to({"type": "watch", "id": str(row.request_id)})
+    assert await socket.receive_json_from(timeout=10) == frame
+    await database_sync_to_async(notify.rerun_notify)(translation=row)  # as the worker sends it
+    assert await socket.receive_json_from(timeout=10) == frame
+    await socket.disconnect()

@@ -39,8 +39,8 @@ def doubted_fast_text(user, *, confidence: float = 0.97) -> Translation:
     check doubted (P(yes) 0.3), as the web process leaves it for the re-run."""
     row = admission.translation_create(user=user, text=KNEE)
     return finish.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=FAST,
-                                       figures=finish.TranslationFigures(tokens_out=9, confidence=confidence,
-                                                                           self_check=0.3))
+                                     figures=finish.TranslationFigures(tokens_out=9, confidence=confidence,
+                                                                       self_check=0.3))
 
 
 async def test_a_text_the_model_doubts_is_rerun_for_its_self_check_though_it_was_written_confidently(

@@ -74,7 +74,7 @@ def doubted_note(user, p_yes=(0.9, 0.3, 0.8)) -> Translation:
     return finish.translation_finish(
         translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=" ".join(FAST),
         figures=finish.TranslationFigures(tokens_out=30, confidence=0.97, self_check=min(p_yes),
-                                            sentence_checks=checks))
+                                          sentence_checks=checks))
 
 
 def test_a_note_reruns_only_its_doubted_sentence_and_keeps_the_others_as_streamed(clinician, settings,
