@@ -306,7 +306,7 @@ async def run_system(inputs: list[tuple[str, str]], *, engine_name: str, model: 
                     logprobs.extend(delta.token_logprobs)
                     deltas.append([delta.text, [round(lp, 5) for lp in delta.token_logprobs]])
                 # A verbatim heading (``extra["heading"]``) goes before the answer, as the product joins
-                # it (clinical.models.TextJoiner: with the answer's first text, so not before an empty one).
+                # it (inference.parts.TextJoiner: with the answer's first text, so not before an empty one).
                 answer = "".join(pieces).strip()
                 output = (extra.get("heading", "") + answer).strip() if answer else ""
                 row = {"key": key, "output": output, "confidence": sequence_confidence(logprobs),
