@@ -82,6 +82,7 @@ def test_a_resumed_run_regenerates_outputs_made_with_another_prompt(tmp_path):
     assert f"prompt {PROMPT_VERSION} of" in out.with_suffix(".md").read_text()
 
 
+@pytest.mark.slow  # --engine llamacpp: the default 1.5B model
 def test_a_resumed_run_counts_cached_outputs_of_another_llamacpp_build(tmp_path, capsys):
     from inference import weights
 

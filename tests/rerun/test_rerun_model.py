@@ -62,6 +62,7 @@ def test_a_gguf_with_no_converted_folder_is_refused_naming_rerun_model(rerun_set
 
 
 @pytest.mark.skipif(not default_gguf_path().is_file(), reason="the default model is not assembled here")
+@pytest.mark.slow  # reads the default 1.5B model
 def test_a_rerun_model_of_another_architecture_is_refused_with_each_difference(rerun_settings):
     rerun_settings.INFERENCE_MODEL = ""  # the default Qwen2.5-1.5B
     rerun_settings.RERUN_MODEL = str(smollm2_hf_path())

@@ -127,6 +127,7 @@ def test_the_base_manager_cannot_bypass_the_append_only_guard():
 # -- PHI stays out of logs ---------------------------------------------------
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.slow  # loads SmolLM2
 async def test_input_text_appears_in_no_log_record_at_debug(clinician, caplog):
     """A real model (SmolLM2 via llama.cpp) behind the consumer, every logger
     at DEBUG: no record carries the clinical text or its start."""
