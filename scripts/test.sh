@@ -20,8 +20,11 @@ if [ -z "${DATABASE_URL:-}" ]; then
   fi
 fi
 # Two workers (pytest-xdist), a test file to a worker (--dist loadfile, so a
-# module's fixtures start once): the live tests mostly wait on the processes
-# they start, so a serial run leaves the second core idle. No test runs vLLM
-# on the 1.5B model (their vLLM engines load SmolLM2), so two files' stacks
-# fit the memory side by side. TEST_WORKERS=0 runs the suite serially.
-exec .venv/bin/python -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile "$@"
+# module's fixtures start once), the files in the order tests/conftest.py
+# gives (--no-loadscope-reorder: the long ones first): the live tests mostly
+# wait on the processes they start, so a serial run leaves the second core
+# idle. No test runs vLLM on the 1.5B model (their vLLM engines load
+# SmolLM2), so two files' stacks fit the memory side by side. TEST_WORKERS=0
+# runs the suite serially. Arguments go to pytest: `make test-fast` passes
+# -m "not live and not slow" (no model, no server).
+exec .venv/bin/python -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"

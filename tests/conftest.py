@@ -49,16 +49,28 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """Mark the tests under tests/live/ ``live``; refuse real-stack fixtures
-    elsewhere."""
+    elsewhere; put the longest modules first.
+
+    The order: modules with a ``slow`` test (a model or vLLM), then the other
+    live modules, then the rest, each group in collection order. pytest-xdist
+    hands a worker a module at a time in this order (``--dist loadfile
+    --no-loadscope-reorder``, scripts/test.sh), so the long modules start
+    early and the short ones fill in at the end, keeping both workers busy
+    to the end."""
     live_dir = ROOT / "tests" / "live"
     misplaced = []
+    rank: dict[Path, int] = {}
     for item in items:
-        if live_dir in Path(str(item.path)).parents:
+        path = Path(str(item.path))
+        live = live_dir in path.parents
+        if live:
             item.add_marker(pytest.mark.live)
         elif LIVE_FIXTURES & set(getattr(item, "fixturenames", ())):
             misplaced.append(item.nodeid)
+        rank[path] = min(rank.get(path, 2), 0 if item.get_closest_marker("slow") else 1 if live else 2)
     if misplaced:
         raise pytest.UsageError("tests that start real processes belong in tests/live/: " + ", ".join(misplaced))
+    items.sort(key=lambda item: rank[Path(str(item.path))])  # stable: collection order within a group
 
 
 @pytest.fixture(scope="session", autouse=True)
