@@ -14,6 +14,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
+from django.db.models.constants import LOOKUP_SEP
 from import_export import resources
 from import_export.admin import ExportActionMixin
 from rest_framework_api_key.admin import APIKeyModelAdmin
@@ -31,8 +32,37 @@ admin.site.site_header = "Plain-language diagnosis: administration"
 admin.site.index_template = "admin/clinical_index.html"
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Nothing can be added, changed or deleted here."""
+#: Fields that hold clinical text (a diagnosis, an output, a handout, a
+#: re-run's text or its checks' quoted spans), on any model.
+CLINICAL_TEXT_FIELDS = frozenset({
+    "input_text", "output_text", "text", "change_note", "sentence_checks", "safety_missing",
+    "faithfulness_flags", "glossary", "candidates", "rerun_candidates",
+})
+
+
+def lookup_names_clinical_text(lookup: str) -> bool:
+    """Whether a query-string lookup (``input_text__startswith``,
+    ``reruns__output_text__icontains``, ``translations__edits__text``)
+    names a field holding clinical text anywhere along its path."""
+    return any(part in CLINICAL_TEXT_FIELDS for part in lookup.split(LOOKUP_SEP))
+
+
+class ClinicalTextLookupGuard:
+    """Refuses lookups on clinical text in a changelist's query string.
+
+    A list that answers "1 result" or "0 results" to
+    ``?input_text__startswith=f`` reveals the text one character at a time
+    without opening (and auditing) the change page. Django answers a refused
+    lookup with 400 (``DisallowedModelAdminLookup``)."""
+
+    def lookup_allowed(self, lookup, value, request=None) -> bool:
+        if lookup_names_clinical_text(lookup):
+            return False
+        return super().lookup_allowed(lookup, value, request)
+
+
+class ReadOnlyAdmin(ClinicalTextLookupGuard, admin.ModelAdmin):
+    """Nothing can be added, changed or deleted here; no lookup on clinical text."""
 
     def has_add_permission(self, request) -> bool:
         return False
@@ -48,7 +78,7 @@ admin.site.unregister(get_user_model())
 
 
 @admin.register(get_user_model())
-class AccountAdmin(UserAdmin):
+class AccountAdmin(ClinicalTextLookupGuard, UserAdmin):
     """Accounts. IT (staff without superuser) manages clinicians' accounts:
     creates them, puts them in the Clinician group, deactivates them and
     requires a new password (the action below). Only a superuser grants
@@ -102,7 +132,7 @@ class AccountAdmin(UserAdmin):
 
 
 @admin.register(APIClient)
-class APIClientAdmin(APIKeyModelAdmin):
+class APIClientAdmin(ClinicalTextLookupGuard, APIKeyModelAdmin):
     """EHR clients: the token is shown once, on creation, and stored hashed."""
 
     list_display = ("name", "prefix", "scope_translate", "scope_read", "throttle_rate",
