@@ -51,7 +51,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
     parser.add_argument("--proxy-headers", action="store_true",
                         default=os.environ.get("PROXY_HEADERS", "") in {"1", "true", "yes"},
-                        help="take the client address from X-Forwarded-For (behind nginx)")
+                        help="take the client address from the last X-Forwarded-For entry, the one "
+                             "nginx wrote (one trusted hop)")
     parser.add_argument("--verbosity", type=int, default=1, help="Daphne's verbosity (0-3)")
     return parser.parse_args(argv)
 
@@ -116,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
             loop.create_task(_preload(engine_get), name="engine-preload")
         logger.info("replica %s serving on %s:%s", settings.REPLICA_ID, args.host, args.port)
 
+    if args.proxy_headers:
+        _trust_one_proxy_hop()
     server = DrainingServer(
         application=application,
         endpoints=build_endpoint_description_strings(host=args.host, port=args.port),
@@ -157,6 +160,37 @@ def _allow_service_restart_close() -> None:
 
     WebSocketProtocol.serverClose = serverClose
     WebSocketProtocol._clinical_1012 = True
+
+
+def _trust_one_proxy_hop() -> None:
+    """Take the client address from the last X-Forwarded-For entry, the one
+    the proxy in front (nginx, deploy/nginx.conf.template) wrote.
+
+    Daphne takes the first entry, which a client chooses itself wherever a
+    proxy appends to the header (``$proxy_add_x_forwarded_for``): each
+    forged address would then be a new client to the login lockout and the
+    rate limits. Exactly one hop is trusted: entries before the last are
+    ignored."""
+    from daphne import http_protocol, utils, ws_protocol
+
+    if getattr(utils, "_clinical_one_hop", False):
+        return
+    parse = utils.parse_x_forwarded_for
+
+    def parse_last_hop(headers, address_header_name="X-Forwarded-For", *args, **kwargs):
+        if address_header_name:
+            if not isinstance(headers, dict):
+                headers = dict(headers.getAllRawHeaders())
+            name = address_header_name.lower().encode()
+            headers = {key.lower(): values for key, values in headers.items()}
+            if name in headers:
+                joined = b",".join(headers[name])
+                headers[name] = [joined.rsplit(b",", 1)[-1].strip()]
+        return parse(headers, address_header_name, *args, **kwargs)
+
+    for module in (utils, http_protocol, ws_protocol):
+        module.parse_x_forwarded_for = parse_last_hop
+    utils._clinical_one_hop = True
 
 
 async def _preload(engine_get) -> None:

@@ -94,6 +94,11 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_ENABLE_ACCESS_FAILURE_LOG = True
 AXES_VERBOSE = False
+# The client address is REMOTE_ADDR alone: behind nginx, Daphne sets it from
+# the one X-Forwarded-For hop nginx writes (clinical.serve --proxy-headers);
+# an X-Forwarded-For the client sends is never read here.
+AXES_IPWARE_META_PRECEDENCE_ORDER = ("REMOTE_ADDR",)
+AXES_IPWARE_PROXY_COUNT = None
 
 ROOT_URLCONF = "clinical.urls"
 ASGI_APPLICATION = "clinical.asgi.application"
