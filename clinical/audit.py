@@ -139,9 +139,15 @@ APPEND_ONLY_TABLES = ("clinical_auditevent", "clinical_translationedit")
 
 def append_only_triggers_ensure(*, connection) -> int:
     """On SQLite, (re)create the triggers that refuse UPDATE of the
-    append-only tables (migration 0012; PostgreSQL has its own since 0004
-    and 0009). Run after every ``migrate``: SQLite alters a table by
-    copying it into a new one, which drops its triggers.
+    append-only tables, and an INSERT whose id is already there (migration
+    0012; PostgreSQL has its own since 0004 and 0009). Run after every
+    ``migrate``: SQLite alters a table by copying it into a new one, which
+    drops its triggers.
+
+    ``INSERT OR REPLACE`` (``REPLACE INTO``) rewrites a row by deleting it
+    and inserting the new one: no UPDATE trigger fires, and the delete fires
+    no trigger while ``recursive_triggers`` is off, so the INSERT trigger is
+    the one that refuses it.
 
     Returns:
         The number of triggers created (0 on other databases).
@@ -156,5 +162,9 @@ def append_only_triggers_ensure(*, connection) -> int:
                 cursor.execute(
                     f"CREATE TRIGGER IF NOT EXISTS {table}_append_only_update BEFORE UPDATE ON {table} "
                     f"BEGIN SELECT RAISE(ABORT, '{table} is append-only (UPDATE refused)'); END;")
-                created += 1
+                cursor.execute(
+                    f"CREATE TRIGGER IF NOT EXISTS {table}_append_only_replace BEFORE INSERT ON {table} "
+                    f"WHEN EXISTS (SELECT 1 FROM {table} WHERE id = NEW.id) "
+                    f"BEGIN SELECT RAISE(ABORT, '{table} is append-only (REPLACE refused)'); END;")
+                created += 2
     return created
