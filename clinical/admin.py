@@ -20,13 +20,18 @@ from import_export.admin import ExportActionMixin
 from rest_framework_api_key.admin import APIKeyModelAdmin
 
 from clinical import audit
-from clinical.models import APIClient, AuditEvent, Rerun, Translation, TranslationEdit
+from clinical.models import AccountEvent, APIClient, AuditEvent, Rerun, Translation, TranslationEdit
 from clinical.roles import CLINICIAN_GROUP
 
-# A password change is recorded (masked), never its hash.
-auditlog.register(get_user_model(), exclude_fields=["last_login"], mask_fields=["password"])
+# A password change is recorded (masked), never its hash; group changes too.
+auditlog.register(get_user_model(), exclude_fields=["last_login"], mask_fields=["password"],
+                  m2m_fields={"groups"})
 auditlog.register(Group)
-auditlog.register(APIClient, exclude_fields=["hashed_key"])
+# API clients are not in auditlog's log: it keys an entry by the primary key,
+# which for djangorestframework-api-key is "<prefix>.<hashed key>". Their
+# changes are AccountEvent rows keyed by prefix, as are every change of a
+# user's groups and flags (append-only, with before and after).
+audit.account_audit_connect()
 
 admin.site.site_header = "Plain-language diagnosis: administration"
 admin.site.index_template = "admin/clinical_index.html"
@@ -209,3 +214,15 @@ class AuditEventAdmin(ExportActionMixin, ReadOnlyAdmin):
     date_hierarchy = "created_at"
     search_fields = ("=request_id", "actor", "=input_sha256", "=text_sha256")
     readonly_fields = [f.name for f in AuditEvent._meta.fields]
+
+
+@admin.register(AccountEvent)
+class AccountEventAdmin(ReadOnlyAdmin):
+    """Append-only log of changes to who may do what: users' groups and
+    flags, API clients (by prefix), each with before and after."""
+
+    list_display = ("created_at", "action", "subject_kind", "subject_label", "subject_id", "actor", "changes")
+    list_filter = ("action", "subject_kind", "created_at")
+    date_hierarchy = "created_at"
+    search_fields = ("=subject_id", "subject_label", "actor")
+    readonly_fields = [f.name for f in AccountEvent._meta.fields]

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from contextvars import ContextVar
 
 from django.db import transaction
 
-from clinical.models import AuditEvent, Rerun, Translation, TranslationEdit
+from clinical.models import AccountEvent, APIClient, AuditEvent, Rerun, Translation, TranslationEdit
 
 
 def text_fingerprint(text: object) -> tuple[str, int | None]:
@@ -134,7 +135,7 @@ def audit_handout_edit(*, edit: TranslationEdit) -> AuditEvent:
 
 
 #: Tables whose rows are never changed once written.
-APPEND_ONLY_TABLES = ("clinical_auditevent", "clinical_translationedit")
+APPEND_ONLY_TABLES = ("clinical_auditevent", "clinical_translationedit", "clinical_accountevent")
 
 
 def append_only_triggers_ensure(*, connection) -> int:
@@ -168,3 +169,136 @@ def append_only_triggers_ensure(*, connection) -> int:
                     f"BEGIN SELECT RAISE(ABORT, '{table} is append-only (REPLACE refused)'); END;")
                 created += 2
     return created
+
+
+# -- account events: who may do what -------------------------------------------
+
+#: A user's flags recorded with their values before and after.
+USER_ACCESS_FIELDS = ("is_active", "is_staff", "is_superuser")
+#: An API client's fields recorded with their values before and after (never
+#: its id or hashed key, which carry the key's hash).
+API_CLIENT_FIELDS = ("name", "revoked", "scope_translate", "scope_read", "throttle_rate", "expiry_date")
+
+
+#: The request being served (set by clinical.web.middleware.ChangeActorMiddleware
+#: for the request's duration): its signed-in user is the actor of account changes.
+change_request: ContextVar = ContextVar("clinical_change_request", default=None)
+
+
+def _change_actor() -> tuple[int | None, str]:
+    """``(user id, username)`` of the signed-in user whose request is making
+    the change, else ``(None, "")`` (a shell, a migration)."""
+    request = change_request.get()
+    actor = getattr(request, "user", None)
+    if actor is None or not getattr(actor, "is_authenticated", False):
+        return None, ""
+    return actor.pk, actor.get_username()
+
+
+def _jsonable(value: object) -> object:
+    return value.isoformat() if hasattr(value, "isoformat") else value
+
+
+def audit_account_change(*, subject, action: str, changes: dict[str, list]) -> AccountEvent:
+    """Record a change to who may do what (:class:`AccountEvent`).
+
+    Args:
+        subject: the user or :class:`APIClient` changed.
+        action: ``created``, ``changed`` or ``deleted``.
+        changes: ``{field: [before, after]}``.
+    """
+    actor_id, actor = _change_actor()
+    if isinstance(subject, APIClient):
+        kind, subject_id, label = AccountEvent.SubjectKind.API_CLIENT, subject.prefix, subject.name
+    else:
+        kind, subject_id, label = AccountEvent.SubjectKind.USER, str(subject.pk), subject.get_username()
+    return AccountEvent.objects.create(
+        action=action, subject_kind=kind, subject_id=subject_id, subject_label=label,
+        actor_user_id=actor_id, actor=actor,
+        changes={field: [_jsonable(before), _jsonable(after)] for field, (before, after) in changes.items()})
+
+
+def _fields_before(sender, instance, fields) -> None:
+    """pre_save: keep the stored values of ``fields`` on the instance."""
+    instance._account_before = (sender._base_manager.filter(pk=instance.pk).values(*fields).first()
+                                if instance.pk is not None else None)
+
+
+def _fields_after(instance, fields, created: bool) -> None:
+    """post_save: record the fields that changed (all of them on creation)."""
+    before = getattr(instance, "_account_before", None)
+    instance._account_before = None
+    if created or before is None:
+        audit_account_change(subject=instance, action=AccountEvent.Action.CREATED,
+                             changes={field: [None, getattr(instance, field)] for field in fields})
+        return
+    changes = {field: [before[field], getattr(instance, field)] for field in fields
+               if before[field] != getattr(instance, field)}
+    if changes:
+        audit_account_change(subject=instance, action=AccountEvent.Action.CHANGED, changes=changes)
+
+
+def user_before_save(sender, instance, raw=False, **kwargs) -> None:
+    if not raw:
+        _fields_before(sender, instance, USER_ACCESS_FIELDS)
+
+
+def user_after_save(sender, instance, created, raw=False, **kwargs) -> None:
+    if not raw:
+        _fields_after(instance, USER_ACCESS_FIELDS, created)
+
+
+def api_client_before_save(sender, instance, raw=False, **kwargs) -> None:
+    if not raw:
+        _fields_before(sender, instance, API_CLIENT_FIELDS)
+
+
+def api_client_after_save(sender, instance, created, raw=False, **kwargs) -> None:
+    if not raw:
+        _fields_after(instance, API_CLIENT_FIELDS, created)
+
+
+def account_after_delete(sender, instance, **kwargs) -> None:
+    fields = API_CLIENT_FIELDS if isinstance(instance, APIClient) else USER_ACCESS_FIELDS
+    audit_account_change(subject=instance, action=AccountEvent.Action.DELETED,
+                         changes={field: [getattr(instance, field), None] for field in fields})
+
+
+def _group_names(user) -> list[str]:
+    return sorted(user.groups.values_list("name", flat=True))
+
+
+def user_groups_changed(sender, instance, action, reverse, model, pk_set, **kwargs) -> None:
+    """m2m_changed on ``User.groups``, from either side (``user.groups.add``
+    or ``group.user_set.add``): one ``changed`` event per user whose groups
+    changed, ``{"groups": [names before, names after]}``."""
+    from django.contrib.auth import get_user_model
+
+    if action.startswith("pre_"):
+        if reverse:
+            users = (list(instance.user_set.all()) if action == "pre_clear"
+                     else list(get_user_model()._base_manager.filter(pk__in=pk_set or ())))
+        else:
+            users = [instance]
+        instance._groups_before = [(user, _group_names(user)) for user in users]
+        return
+    for user, before in getattr(instance, "_groups_before", ()):
+        after = _group_names(user)
+        if after != before:
+            audit_account_change(subject=user, action=AccountEvent.Action.CHANGED, changes={"groups": [before, after]})
+    instance._groups_before = ()
+
+
+def account_audit_connect() -> None:
+    """Connect the receivers that write :class:`AccountEvent` rows
+    (idempotent): a user's flags and groups, and API clients."""
+    from django.contrib.auth import get_user_model
+    from django.db.models.signals import m2m_changed, post_delete, post_save, pre_save
+
+    user = get_user_model()
+    for signal, receiver, sender in (
+            (pre_save, user_before_save, user), (post_save, user_after_save, user),
+            (post_delete, account_after_delete, user), (m2m_changed, user_groups_changed, user.groups.through),
+            (pre_save, api_client_before_save, APIClient), (post_save, api_client_after_save, APIClient),
+            (post_delete, account_after_delete, APIClient)):
+        signal.connect(receiver, sender=sender, dispatch_uid=f"clinical.audit.{receiver.__name__}.{sender.__name__}")

@@ -447,3 +447,65 @@ class TranslationEdit(models.Model):
 
     def delete(self, *args, **kwargs):
         raise AppendOnlyError("handout edits cannot be deleted")
+
+
+class AccountEventQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise AppendOnlyError("account events cannot be updated")
+
+    def delete(self):
+        raise AppendOnlyError("account events cannot be deleted")
+
+
+class AccountEvent(models.Model):
+    """Append-only record of a change to who may do what: a user's groups
+    and staff, superuser and active flags, and an API client's name, scopes,
+    rate, expiry and revocation, each with its value before and after.
+
+    Written by the signal receivers in :mod:`clinical.audit` whatever made
+    the change (the admin, a shell, a migration). Holds no foreign key, so
+    deleting a user or client never touches a row: the actor and the
+    subject are kept by id and name. An API client is identified by its
+    prefix, never by its primary key, which carries the key's hash.
+    Append-only like :class:`AuditEvent` (model layer, and a trigger in the
+    database).
+    """
+
+    class Action(models.TextChoices):
+        CREATED = "created", "Created"
+        CHANGED = "changed", "Changed"
+        DELETED = "deleted", "Deleted"
+
+    class SubjectKind(models.TextChoices):
+        USER = "user", "User account"
+        API_CLIENT = "api_client", "API client"
+
+    created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
+    action = models.CharField(max_length=8, choices=Action.choices)
+    subject_kind = models.CharField(max_length=12, choices=SubjectKind.choices, db_index=True)
+    subject_id = models.CharField(max_length=64, db_index=True,
+                                  help_text="The user's id, or the API client's prefix.")
+    subject_label = models.CharField(max_length=150, blank=True, help_text="Username or client name.")
+    actor_user_id = models.PositiveIntegerField(null=True, blank=True,
+                                                help_text="Id of the user who made the change, if known.")
+    actor = models.CharField(max_length=150, blank=True,
+                             help_text="Username of who made the change; empty outside a request.")
+    changes = models.JSONField(default=dict, blank=True,
+                               help_text='{"field": [before, after]}; groups as sorted lists of names.')
+
+    objects = AccountEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        base_manager_name = "objects"  # as AuditEvent's
+
+    def __str__(self) -> str:
+        return f"{self.subject_kind} {self.subject_label or self.subject_id} {self.action}"
+
+    def save(self, *args, **kwargs) -> None:
+        if self.pk is not None:
+            raise AppendOnlyError("account events cannot be updated")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise AppendOnlyError("account events cannot be deleted")

@@ -31,6 +31,7 @@ IT_GROUP = "IT"
 #: 0006 for API clients).
 IT_PERMISSIONS = [
     ("clinical", "auditevent", ["view"]),
+    ("clinical", "accountevent", ["view"]),
     ("clinical", "translation", ["view"]),
     ("clinical", "rerun", ["view"]),
     ("clinical", "apiclient", ["view", "add", "change"]),

@@ -76,6 +76,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "auditlog.middleware.AuditlogMiddleware",
+    # The signed-in user is the actor of the account changes a request makes.
+    "clinical.web.middleware.ChangeActorMiddleware",
     # Pages and API answers can hold clinical text: no cache keeps them.
     "clinical.web.middleware.NoStoreMiddleware",
     # Last, as django-axes asks: it turns lockouts into responses.
