@@ -150,4 +150,5 @@ class ErrorSerializer(serializers.Serializer):
     detail = serializers.CharField()
     code = serializers.CharField(required=False, help_text="The refusal's code where it has one: `busy`, "
                                  "`engine_restarting`, `engine_error`, `unavailable`, `draining`, "
-                                 "`too_many_translations`, `empty`, `too_long`, `invalid`, `invalid_option`.")
+                                 "`too_many_translations`, `empty`, `too_long`, `invalid`, `invalid_option`, "
+                                 "`unsupported_language`.")

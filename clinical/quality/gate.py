@@ -57,6 +57,26 @@ def calibrated_threshold(model_name: str, prompt_version: str) -> float | None:
     return float(entry["threshold"]) if entry else None
 
 
+#: "Far below every calibrated range": a confidence under this fraction of
+#: the lowest threshold ever calibrated (any model, any prompt version, and
+#: :data:`DEFAULT_THRESHOLD`) is gated whatever the model's own check says.
+CONFIDENCE_FLOOR_FRACTION = 0.5
+
+
+def confidence_floor() -> float:
+    """The confidence (geometric-mean token probability, in (0, 1]) below
+    which an output goes to the re-run whatever the model's own check says:
+    :data:`CONFIDENCE_FLOOR_FRACTION` of the lowest threshold in
+    :data:`CALIBRATION_FILE` (0.4425 there, so 0.221). Source: the 1,411
+    calibration outputs in docs/quality/quality-report*-outputs.jsonl have
+    confidences from 0.256 up, so no output like those is held by the floor;
+    an input the model cannot read (Arabic "mild asthma", answered about a
+    headache) scored 0.209 with the self-check's yes."""
+    thresholds = [float(entry["threshold"]) for prompts in _calibrations().values()
+                  for entry in prompts.values() if "threshold" in entry]
+    return round(CONFIDENCE_FLOOR_FRACTION * min([DEFAULT_THRESHOLD, *thresholds]), THRESHOLD_DECIMALS)
+
+
 def self_check_threshold(model_name: str, prompt_version: str) -> float | None:
     """The P(yes) below which an output of ``model_name`` made with
     ``prompt_version`` is re-run (:mod:`inference.self_check`), or ``None``

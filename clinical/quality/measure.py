@@ -50,12 +50,15 @@ def output_quality(*, input_text: str, output_text: str, language: str) -> Outpu
 def rerun_reasons(*, confidence: float | None, safety_passed: bool | None, threshold: float,
                   safety_gate: bool = True, faithfulness_passed: bool | None = None,
                   faithfulness_gate: bool = True, self_check: float | None = None,
-                  self_check_threshold: float | None = None) -> list[str]:
+                  self_check_threshold: float | None = None,
+                  confidence_floor: float | None = None) -> list[str]:
     """Why an output needs the full-precision re-run, in this order:
 
     - ``low_self_check``: the model's own check (``self_check``, P(yes)) is
       below ``self_check_threshold``; with both given the confidence is not
-      read (it ranks wrong texts worse: docs/quality/self-check.md);
+      read (it ranks wrong texts worse: docs/quality/self-check.md) unless
+      it is below ``confidence_floor`` (far below every calibrated range,
+      :func:`clinical.quality.gate.confidence_floor`): ``low_confidence``;
     - else ``low_confidence``: ``confidence`` below ``threshold``, or no tokens;
     - ``safety_failed``: a fact of the input is missing;
     - ``faithfulness_failed``: the output states something the input does not.
@@ -64,6 +67,8 @@ def rerun_reasons(*, confidence: float | None, safety_passed: bool | None, thres
     if self_check is not None and self_check_threshold is not None:
         if self_check_doubted(self_check, self_check_threshold):
             reasons.append(LOW_SELF_CHECK)
+        elif confidence_floor is not None and (confidence is None or confidence < confidence_floor):
+            reasons.append(LOW_CONFIDENCE)
     elif confidence is None or confidence < threshold:
         reasons.append(LOW_CONFIDENCE)
     if safety_gate and safety_passed is False:

@@ -31,6 +31,7 @@ from clinical.runtime import drain, metrics
 from clinical.translation import concurrency, ratelimit
 from clinical.translation import engine as process_engine
 from clinical.translation.prompting import translation_prompt_version
+from clinical.translation.text_checks import input_language_check, submitted_characters_check
 from inference.base import EngineBusy, EngineDead, EngineInfo
 from inference.prompts import (
     DEFAULT_LANGUAGE,
@@ -42,10 +43,6 @@ from inference.prompts import (
 logger = logging.getLogger(__name__)
 
 
-#: Unicode's explicit embeddings, overrides and isolates (UAX #9).
-BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
 def translation_text_clean(*, text: object) -> str:
     """Validate and normalise a diagnosis text.
 
@@ -53,12 +50,14 @@ def translation_text_clean(*, text: object) -> str:
         The text, NFC-normalised and stripped of surrounding whitespace.
 
     Raises:
-        ValidationError: with ``code`` ``"invalid"`` (not a string, holds
-            control characters other than tab/newline, or bidirectional
-            overrides and isolates, which make a text read differently from
-            how it is stored: CVE-2021-42574), ``"empty"`` (also a text of
-            invisible format characters only, such as zero-width spaces), or
-            ``"too_long"`` (over ``settings.MAX_INPUT_CHARS`` characters).
+        ValidationError: with ``code`` ``"invalid"`` (not a string, or
+            characters no submitted text may hold:
+            :func:`clinical.translation.text_checks.submitted_characters_check`),
+            ``"empty"`` (also a text of invisible format characters only,
+            such as zero-width spaces), ``"too_long"`` (over
+            ``settings.MAX_INPUT_CHARS`` characters) or
+            ``"unsupported_language"`` (not English:
+            :func:`clinical.translation.text_checks.input_language_check`).
     """
     if not isinstance(text, str):
         raise ValidationError("The diagnosis text must be a string.", code="invalid")
@@ -71,10 +70,8 @@ def translation_text_clean(*, text: object) -> str:
             f"The text is {len(cleaned):,} characters long; the limit is {limit:,}.",
             code="too_long",
         )
-    if any(unicodedata.category(ch) in {"Cc", "Cs"} and ch not in "\t\n\r" for ch in cleaned):
-        raise ValidationError("The text contains control characters.", code="invalid")
-    if any(ch in BIDI_CONTROLS for ch in cleaned):
-        raise ValidationError("The text contains bidirectional override characters.", code="invalid")
+    submitted_characters_check(cleaned, what="The text")
+    input_language_check(cleaned)
     return cleaned
 
 
@@ -157,7 +154,7 @@ class TranslationRefused(Exception):
             replica is shutting down; retry reaches another), ``unavailable`` (the
             database or Redis cannot be reached; nothing was stored) or a
             validation code (``empty``, ``too_long``, ``invalid``,
-            ``invalid_option``).
+            ``invalid_option``, ``unsupported_language``).
         message: for the person or system that sent the request.
         retry_after_s: for ``busy``, ``rate_limited``,
             ``too_many_translations``, ``unavailable``, ``engine_error`` and

@@ -94,7 +94,8 @@ def translation_finish(*, translation_id: int, status: str, output_text: str,
                                         faithfulness_passed=row.faithfulness_passed,
                                         faithfulness_gate=settings.FAITHFULNESS_RERUN,
                                         self_check=row.self_check,
-                                        self_check_threshold=row.self_check_threshold)
+                                        self_check_threshold=row.self_check_threshold,
+                                        confidence_floor=gate.confidence_floor())
         row.rerun_reason = ",".join(reasons)
     row.save()
     audit.audit_translation(translation=row)

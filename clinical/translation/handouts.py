@@ -17,6 +17,7 @@ from django.db import transaction
 
 from clinical.audit import audit_handout_edit, text_fingerprint
 from clinical.models import Translation, TranslationEdit
+from clinical.translation.text_checks import submitted_characters_check
 
 HANDOUT_MAX_CHARS = 20_000
 
@@ -36,9 +37,12 @@ def handout_text_clean(*, text: object) -> str:
         and surrounding whitespace stripped.
 
     Raises:
-        ValidationError: ``code`` ``"invalid"`` (not a string, or control
-            characters other than tab/newline), ``"empty"``, or
-            ``"too_long"`` (over ``HANDOUT_MAX_CHARS`` characters).
+        ValidationError: ``code`` ``"invalid"`` (not a string, or
+            characters no submitted text may hold, as for a diagnosis:
+            :func:`clinical.translation.text_checks.submitted_characters_check`),
+            ``"empty"``, or ``"too_long"`` (over ``HANDOUT_MAX_CHARS``
+            characters). The handout may be in the output language (Spanish
+            too): its language is not checked.
     """
     if not isinstance(text, str):
         raise ValidationError("The handout text must be a string.", code="invalid")
@@ -48,8 +52,7 @@ def handout_text_clean(*, text: object) -> str:
     if len(cleaned) > HANDOUT_MAX_CHARS:
         raise ValidationError(f"The handout is {len(cleaned):,} characters long; the limit is "
                               f"{HANDOUT_MAX_CHARS:,}.", code="too_long")
-    if any(unicodedata.category(ch) in {"Cc", "Cs"} and ch not in "\t\n" for ch in cleaned):
-        raise ValidationError("The handout text contains control characters.", code="invalid")
+    submitted_characters_check(cleaned, what="The handout text", allowed_controls="\t\n")
     return cleaned
 
 

@@ -33,7 +33,8 @@ Server → client frames:
     ``{"type": "cancelled", "id"}``
     ``{"type": "error", "code", "message", "retry_after_s"?}``
     (:func:`error_frame`) with ``code`` one of ``bad_frame``, ``empty``,
-    ``too_long``, ``invalid``, ``invalid_option``, ``in_progress``,
+    ``too_long``, ``invalid``, ``invalid_option``, ``unsupported_language``
+    (not English input), ``in_progress``,
     ``engine_error``, ``engine_restarting`` (the engine died while this
     translation was being written, or had died before it was admitted,
     and is being rebuilt: :func:`translation_failed_frame`,
