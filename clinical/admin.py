@@ -8,6 +8,9 @@ exportable as CSV (django-import-export). The dashboard lives at
 
 from __future__ import annotations
 
+import csv
+import io
+
 from auditlog.registry import auditlog
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
@@ -17,6 +20,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models.constants import LOOKUP_SEP
 from import_export import resources
 from import_export.admin import ExportActionMixin
+from import_export.formats import base_formats
 from rest_framework_api_key.admin import APIKeyModelAdmin
 
 from clinical import audit
@@ -201,11 +205,39 @@ class AuditEventResource(resources.ModelResource):
         export_order = fields
 
 
+#: First characters that make a spreadsheet read a cell as a formula (OWASP
+#: CSV injection: = + - @, tab and carriage return).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: object) -> str:
+    """A cell as a spreadsheet shows it but never runs it: ``'`` before a
+    value starting with one of :data:`FORMULA_STARTS`; ``None`` empty."""
+    text = "" if value is None else str(value)
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
+class SpreadsheetSafeCSV(base_formats.CSV):
+    """CSV as OWASP's CSV-injection guidance asks: every cell quoted, a cell
+    that would start a formula prefixed with ``'`` (:func:`csv_cell`), the
+    rest of the value kept."""
+
+    def export_data(self, dataset, **kwargs) -> str:
+        out = io.StringIO()
+        writer = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\r\n")
+        writer.writerow([csv_cell(header) for header in dataset.headers or ()])
+        writer.writerows([csv_cell(cell) for cell in row] for row in dataset)
+        return out.getvalue()
+
+
 @admin.register(AuditEvent)
 class AuditEventAdmin(ExportActionMixin, ReadOnlyAdmin):
     """Append-only audit log; export as CSV from the list page."""
 
     resource_classes = [AuditEventResource]
+    # No spreadsheet format (xlsx, xls, ods, tsv) would carry the formulas
+    # escaped: CSV as above, or JSON, which no spreadsheet runs.
+    export_formats = [SpreadsheetSafeCSV, base_formats.JSON]
     list_display = ("created_at", "event_type", "outcome", "actor", "source", "engine", "precision",
                     "ttft_ms", "total_ms", "tokens_out", "confidence", "error_class")
     list_filter = ("event_type", "outcome", "source", "engine", "precision",

@@ -534,6 +534,7 @@ LOGGING = {
     },
 }
 
-# The audit CSV export: a cell that starts with = + - @ is escaped, so a
-# spreadsheet never runs it as a formula (django-import-export).
+# The audit export is CSV only and escapes every cell that starts with
+# = + - @ tab or CR (clinical.admin.SpreadsheetSafeCSV, OWASP's guidance);
+# this setting strips a leading = in any other django-import-export export.
 IMPORT_EXPORT_ESCAPE_FORMULAE_ON_EXPORT = True
