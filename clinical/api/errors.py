@@ -74,9 +74,32 @@ def as_api_exception(exc: Exception) -> Exception:
     return exc
 
 
+#: Characters of a client's value an error message repeats at most (DRF's
+#: messages quote the value: '"<value>" is not a valid choice.').
+ECHO_MAX_CHARS = 200
+
+
+def echo_truncate(detail):
+    """``detail`` (DRF's error data: strings, lists and dicts of them) with
+    every string over :data:`ECHO_MAX_CHARS` cut to that length and marked
+    with how long it was, so an answer never repeats a large value back."""
+    if isinstance(detail, dict):
+        return {key: echo_truncate(value) for key, value in detail.items()}
+    if isinstance(detail, list):
+        return [echo_truncate(value) for value in detail]
+    if isinstance(detail, str) and len(detail) > ECHO_MAX_CHARS:
+        cut = detail[:ECHO_MAX_CHARS] + f"... ({len(detail):,} characters)"
+        return exceptions.ErrorDetail(cut, code=getattr(detail, "code", None))
+    return detail
+
+
 def exception_handler(exc: Exception, context: dict):
-    """DRF ``EXCEPTION_HANDLER``: DRF's own, after :func:`as_api_exception`."""
-    return views.exception_handler(as_api_exception(exc), context)
+    """DRF ``EXCEPTION_HANDLER``: DRF's own, after :func:`as_api_exception`,
+    with echoed values cut (:func:`echo_truncate`)."""
+    response = views.exception_handler(as_api_exception(exc), context)
+    if response is not None and response.data is not None:
+        response.data = echo_truncate(response.data)
+    return response
 
 
 #: HTTP status and FHIR ``IssueType`` of each failure code.

@@ -120,6 +120,10 @@ def plain_language_parameters(*, api_view: dict, references: list[str]) -> dict:
 
 
 def operation_outcome(code: str, diagnostics: str, severity: str = "error") -> dict:
-    """An ``OperationOutcome`` with one issue (FHIR IssueType ``code``)."""
+    """An ``OperationOutcome`` with one issue (FHIR IssueType ``code``);
+    ``diagnostics`` cut as every API message is
+    (:func:`clinical.api.errors.echo_truncate`)."""
+    from clinical.api.errors import echo_truncate
+
     return {"resourceType": "OperationOutcome",
-            "issue": [{"severity": severity, "code": code, "diagnostics": diagnostics}]}
+            "issue": [{"severity": severity, "code": code, "diagnostics": str(echo_truncate(diagnostics))}]}

@@ -5,7 +5,9 @@ from clinical.api import fhir_views, views
 
 urlpatterns = [
     path("v1/translations/", views.TranslationCreateView.as_view(), name="api-translations"),
-    path("v1/translations/<uuid:request_id>/", views.TranslationDetailView.as_view(),
+    # Any id reaches the view, which answers one that is not a UUID with the
+    # API's JSON 404 (a <uuid:> route would leave it to Django's HTML page).
+    path("v1/translations/<str:request_id>/", views.TranslationDetailView.as_view(),
          name="api-translation-detail"),
     path("fhir/Condition/$plain-language", fhir_views.PlainLanguageOperationView.as_view(),
          name="api-fhir-plain-language"),

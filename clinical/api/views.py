@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 
 from adrf.views import APIView
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.urls import reverse
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
-from clinical.api.errors import translation_failure_answer
+from clinical.api.errors import echo_truncate, translation_failure_answer
 from clinical.api.flow import APIRefusal, api_refusal_audit, api_translation_accept
 from clinical.api.serializers import ErrorSerializer, TranslationRequestSerializer, TranslationSerializer
 from clinical.api.streaming import EventStreamRenderer, translation_event_stream
@@ -68,7 +70,7 @@ class TranslationCreateView(APIView):
             await api_refusal_audit(
                 client=client, error_class="ValidationError:api",
                 text=request.data.get("text") if isinstance(request.data, dict) else request.data)
-            return Response(body.errors, status=status.HTTP_400_BAD_REQUEST)
+            return Response(echo_truncate(body.errors), status=status.HTTP_400_BAD_REQUEST)
         wait = request.query_params.get("wait", "true").lower() not in ("false", "0", "no")
         try:
             translation, engine = await api_translation_accept(
@@ -119,10 +121,16 @@ class TranslationDetailView(APIView):
                    responses={200: OpenApiResponse(TranslationSerializer, description="`Retry-After` (s) "
                                                    "while the text or its verification is still to come."),
                               401: ErrorSerializer, 403: ErrorSerializer,
-                              404: ErrorSerializer, 429: ErrorSerializer})
+                              404: ErrorSerializer, 429: ErrorSerializer},
+                   parameters=[OpenApiParameter("request_id", OpenApiTypes.UUID, OpenApiParameter.PATH)])
     async def get(self, request, request_id):
         """The current state of one of this client's translations, with the
-        verified full-precision text once the re-run has finished."""
+        verified full-precision text once the re-run has finished. An id that
+        is not a UUID is a 404 like an unknown one."""
+        try:
+            request_id = uuid.UUID(str(request_id))
+        except ValueError:
+            raise NotFound("No such translation.") from None
         try:
             data = await database_sync_to_async(selectors.translation_api_get)(
                 api_client=request.auth, request_id=request_id)

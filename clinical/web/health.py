@@ -25,8 +25,10 @@ down (:mod:`clinical.runtime.drain`). The body also carries ``engine_state``
 ``rerun_lane`` (the re-run workers' engines as they last reported,
 :func:`clinical.rerun.lane.lane_summary`); the lane is information, not a
 check: a dead re-run lane delays verifications but does not make this
-replica unfit for traffic. Neither carries patient data, so neither needs a
-login.
+replica unfit for traffic. The details (checks, replica, engine, model and
+worker names) go to staff and to loopback callers that did not come through
+a proxy; anyone else gets ``{"status"}`` alone, with the same HTTP status,
+which is all a load balancer reads.
 """
 
 from __future__ import annotations
@@ -116,7 +118,20 @@ async def readyz(request: HttpRequest) -> JsonResponse:
             body["reason"] = failed[0]["reason"]
     elif drain.is_draining():
         body["status"] = "draining"
-    return JsonResponse(body, status=200 if body["status"] == "ready" else 503)
+    code = 200 if body["status"] == "ready" else 503
+    if not await _readiness_detail_allowed(request):
+        body = {"status": body["status"]}
+    return JsonResponse(body, status=code)
+
+
+async def _readiness_detail_allowed(request: HttpRequest) -> bool:
+    """Staff, or a loopback caller not behind a proxy (the supervisor, the
+    scripts), read /readyz's details; model and worker names are not for
+    anonymous callers."""
+    if _loopback_direct(request):
+        return True
+    user = await request.auser()
+    return bool(user.is_authenticated and user.is_staff)
 
 
 def _loopback_direct(request: HttpRequest) -> bool:
