@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             return super().listen_success(port)
 
     _allow_service_restart_close()
+    _answer_oversized_messages()
     state = {"signals": 0}
 
     async def shut_down() -> None:
@@ -132,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         application_close_timeout=max(10, int(settings.DRAIN_TIMEOUT_S) + 5),
         # Daphne's Server would drop a handshake after 5 s (its CLI allows 20 s).
         websocket_handshake_timeout=settings.WEBSOCKET_HANDSHAKE_TIMEOUT_S,
+        websocket_max_message_size=settings.WEBSOCKET_MAX_MESSAGE_BYTES,
+        websocket_max_frame_size=settings.WEBSOCKET_MAX_MESSAGE_BYTES,
     )
     server.run()
     logger.info("replica %s stopped", settings.REPLICA_ID)
@@ -160,6 +163,34 @@ def _allow_service_restart_close() -> None:
 
     WebSocketProtocol.serverClose = serverClose
     WebSocketProtocol._clinical_1012 = True
+
+
+def _answer_oversized_messages() -> None:
+    """A WebSocket message over ``WEBSOCKET_MAX_MESSAGE_BYTES`` gets an
+    ``error`` frame (``frame_too_large``) and a close with 1009 (message too
+    big); the rest of its bytes are read and discarded. Autobahn's own answer
+    drops the TCP connection at once (``failByDrop``), which the page sees
+    as 1006 with no reason."""
+    import json
+
+    from daphne.ws_protocol import WebSocketProtocol
+    from django.conf import settings
+
+    from clinical.web.frames import error_frame
+
+    if getattr(WebSocketProtocol, "_clinical_too_big", False):
+        return
+    exceeded = WebSocketProtocol._max_message_size_exceeded
+
+    def _max_message_size_exceeded(self, msg_size, max_msg_size, reason):
+        if self.state == WebSocketProtocol.STATE_OPEN:
+            frame = error_frame("frame_too_large", f"Frames are limited to {settings.MAX_FRAME_BYTES:,} bytes.")
+            self.sendMessage(json.dumps(frame).encode(), isBinary=False)
+        self.failByDrop = False  # the closing handshake, so the frame above arrives
+        exceeded(self, msg_size, max_msg_size, reason)
+
+    WebSocketProtocol._max_message_size_exceeded = _max_message_size_exceeded
+    WebSocketProtocol._clinical_too_big = True
 
 
 def _trust_one_proxy_hop() -> None:

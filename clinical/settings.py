@@ -257,6 +257,12 @@ ENGINE_HEALTH_INTERVAL_S = float(os.environ.get("ENGINE_HEALTH_INTERVAL_S", "1")
 # translate frame of MAX_INPUT_CHARS characters even when every one is
 # JSON-escaped as a surrogate pair (12 bytes each).
 MAX_FRAME_BYTES = int(os.environ.get("MAX_FRAME_BYTES", "131072"))
+# Largest WebSocket message Daphne (autobahn) reads at all (bytes): a frame
+# between MAX_FRAME_BYTES and this gets the consumer's frame_too_large error
+# and the socket stays open; a larger one gets the same error frame, then a
+# close with 1009 (message too big), and its bytes are discarded unread
+# (clinical.serve).
+WEBSOCKET_MAX_MESSAGE_BYTES = int(os.environ.get("WEBSOCKET_MAX_MESSAGE_BYTES", str(1024 * 1024)))
 MAX_INPUT_CHARS = int(os.environ.get("MAX_INPUT_CHARS", "8000"))
 # Translations a clinician may start from the page (clinical.translation.ratelimit);
 # API clients have their own per-client rate (APIClient.throttle_rate).
