@@ -38,6 +38,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                    "the model's own check against the confidence (AUROC) and its threshold"),
     "faithfulness_rates": ("bench.stored_texts", "faithfulness_rates_main",
                            "flag rates of the faithfulness check over the stored texts"),
+    "unexplained_terms": ("bench.stored_texts", "unexplained_terms_main",
+                          "share of delivered texts that keep a medical term or abbreviation unexplained"),
     "hand_sample": ("bench.stored_texts", "hand_sample_main", "laymaker-dev samples laid out for hand-judging"),
     "unseen_sample": ("bench.unseen_sample", "main",
                       "unseen Cochrane sentences: draw, post to a running stack, report"),
