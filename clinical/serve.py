@@ -215,7 +215,10 @@ def _trust_one_proxy_hop() -> None:
             name = address_header_name.lower().encode()
             headers = {key.lower(): values for key, values in headers.items()}
             if name in headers:
-                joined = b",".join(headers[name])
+                # HTTP requests hand over twisted's lists of values, sockets
+                # a dict of single bytes values (daphne.ws_protocol).
+                values = headers[name]
+                joined = b",".join(values) if isinstance(values, list) else values
                 headers[name] = [joined.rsplit(b",", 1)[-1].strip()]
         return parse(headers, address_header_name, *args, **kwargs)
 
