@@ -5,7 +5,7 @@ UPDATE``), as they refuse UPDATE."""
 from __future__ import annotations
 
 import pytest
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, transaction
 
 from clinical.models import AuditEvent, Translation, TranslationEdit
 
@@ -22,7 +22,9 @@ def _rewrite(model, pk: int, column: str, value: str) -> None:
     else:
         sql = (f"INSERT INTO {table} ({names}) SELECT {select} FROM {table} WHERE id = %s "
                f"ON CONFLICT (id) DO UPDATE SET {column} = EXCLUDED.{column}")
-    with connection.cursor() as cursor:
+    # A savepoint: on PostgreSQL the refused statement aborts the
+    # transaction it runs in, and the test reads the row afterwards.
+    with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(sql, [value, pk])
 
 
