@@ -10,7 +10,9 @@ import hashlib
 import uuid
 from contextvars import ContextVar
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models.signals import m2m_changed, post_delete, post_save, pre_save
 
 from clinical.models import AccountEvent, APIClient, AuditEvent, Rerun, Translation, TranslationEdit
 
@@ -218,14 +220,26 @@ def audit_account_change(*, subject, action: str, changes: dict[str, list]) -> A
         changes={field: [_jsonable(before), _jsonable(after)] for field, (before, after) in changes.items()})
 
 
-def _fields_before(sender, instance, fields) -> None:
-    """pre_save: keep the stored values of ``fields`` on the instance."""
-    instance._account_before = (sender._base_manager.filter(pk=instance.pk).values(*fields).first()
+def _account_fields(instance) -> tuple[str, ...]:
+    """The fields recorded with before and after for ``instance``."""
+    return API_CLIENT_FIELDS if isinstance(instance, APIClient) else USER_ACCESS_FIELDS
+
+
+def account_before_save(sender, instance, raw=False, **kwargs) -> None:
+    """pre_save of a user or API client: keep the stored values of its
+    recorded fields on the instance (fixtures, ``raw``, are not recorded)."""
+    if raw:
+        return
+    instance._account_before = (sender._base_manager.filter(pk=instance.pk).values(*_account_fields(instance)).first()
                                 if instance.pk is not None else None)
 
 
-def _fields_after(instance, fields, created: bool) -> None:
-    """post_save: record the fields that changed (all of them on creation)."""
+def account_after_save(sender, instance, created, raw=False, **kwargs) -> None:
+    """post_save of a user or API client: record the fields that changed
+    (all of them on creation)."""
+    if raw:
+        return
+    fields = _account_fields(instance)
     before = getattr(instance, "_account_before", None)
     instance._account_before = None
     if created or before is None:
@@ -238,30 +252,9 @@ def _fields_after(instance, fields, created: bool) -> None:
         audit_account_change(subject=instance, action=AccountEvent.Action.CHANGED, changes=changes)
 
 
-def user_before_save(sender, instance, raw=False, **kwargs) -> None:
-    if not raw:
-        _fields_before(sender, instance, USER_ACCESS_FIELDS)
-
-
-def user_after_save(sender, instance, created, raw=False, **kwargs) -> None:
-    if not raw:
-        _fields_after(instance, USER_ACCESS_FIELDS, created)
-
-
-def api_client_before_save(sender, instance, raw=False, **kwargs) -> None:
-    if not raw:
-        _fields_before(sender, instance, API_CLIENT_FIELDS)
-
-
-def api_client_after_save(sender, instance, created, raw=False, **kwargs) -> None:
-    if not raw:
-        _fields_after(instance, API_CLIENT_FIELDS, created)
-
-
 def account_after_delete(sender, instance, **kwargs) -> None:
-    fields = API_CLIENT_FIELDS if isinstance(instance, APIClient) else USER_ACCESS_FIELDS
     audit_account_change(subject=instance, action=AccountEvent.Action.DELETED,
-                         changes={field: [getattr(instance, field), None] for field in fields})
+                         changes={field: [getattr(instance, field), None] for field in _account_fields(instance)})
 
 
 def _group_names(user) -> list[str]:
@@ -272,8 +265,6 @@ def user_groups_changed(sender, instance, action, reverse, model, pk_set, **kwar
     """m2m_changed on ``User.groups``, from either side (``user.groups.add``
     or ``group.user_set.add``): one ``changed`` event per user whose groups
     changed, ``{"groups": [names before, names after]}``."""
-    from django.contrib.auth import get_user_model
-
     if action.startswith("pre_"):
         if reverse:
             users = (list(instance.user_set.all()) if action == "pre_clear"
@@ -292,13 +283,10 @@ def user_groups_changed(sender, instance, action, reverse, model, pk_set, **kwar
 def account_audit_connect() -> None:
     """Connect the receivers that write :class:`AccountEvent` rows
     (idempotent): a user's flags and groups, and API clients."""
-    from django.contrib.auth import get_user_model
-    from django.db.models.signals import m2m_changed, post_delete, post_save, pre_save
-
     user = get_user_model()
     for signal, receiver, sender in (
-            (pre_save, user_before_save, user), (post_save, user_after_save, user),
+            (pre_save, account_before_save, user), (post_save, account_after_save, user),
             (post_delete, account_after_delete, user), (m2m_changed, user_groups_changed, user.groups.through),
-            (pre_save, api_client_before_save, APIClient), (post_save, api_client_after_save, APIClient),
+            (pre_save, account_before_save, APIClient), (post_save, account_after_save, APIClient),
             (post_delete, account_after_delete, APIClient)):
         signal.connect(receiver, sender=sender, dispatch_uid=f"clinical.audit.{receiver.__name__}.{sender.__name__}")
