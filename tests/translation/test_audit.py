@@ -3,10 +3,7 @@ no clinical text in it or in the logs, and the admin that IT reads."""
 
 from __future__ import annotations
 
-import csv
-import io
 import logging
-import re
 from datetime import timedelta
 
 import numpy as np
@@ -24,6 +21,7 @@ from clinical.models import AppendOnlyError, AuditEvent, Translation
 from clinical.translation.engine import engine_set
 from inference.llamacpp_engine import LlamaCppEngine
 from inference.weights import smollm2_gguf_path
+from tests.admin_export import audit_csv_export
 from tests.conftest import PASSWORD
 from tests.data import laymaker_sentences
 from tests.frames import frames_until, open_socket
@@ -198,13 +196,7 @@ def test_csv_export_round_trips(client, it_admin):
         AuditEvent.objects.create(event_type="translation", outcome=outcome, actor="dr-x",
                                   input_sha256="ab" * 32, input_chars=42, ttft_ms=12.5)
     client.force_login(it_admin)
-    page = client.get("/admin/clinical/auditevent/export/").content.decode()
-    csv_index = re.search(r'<option value="(\d+)"[^>]*>csv</option>', page).group(1)
-    fields = re.findall(r'name="(auditeventresource_[a-z0-9_]+)"', page)
-    response = client.post("/admin/clinical/auditevent/export/",
-                           {"format": csv_index, "resource": "0", **{f: "on" for f in fields}})
-    assert response.status_code == 200 and "csv" in response["Content-Type"]
-    rows = list(csv.DictReader(io.StringIO(response.content.decode("utf-8-sig"))))
+    _, rows = audit_csv_export(client)
     assert len(rows) == 3
     for row in rows:
         event = AuditEvent.objects.get(pk=int(row["id"]))

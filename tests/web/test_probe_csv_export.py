@@ -3,30 +3,16 @@ quoted, a cell starting with = + - @ tab or CR prefixed with ``'``."""
 
 from __future__ import annotations
 
-import csv
-import io
-import re
-
 import pytest
 from django.contrib.auth.models import Group
 
 from clinical.admin import csv_cell
 from clinical.models import AuditEvent
+from tests.admin_export import audit_csv_export
 from tests.conftest import PASSWORD
 
 PAYLOADS = ["=HYPERLINK(\"http://x\")", "+cmd|' /C calc'!A0", "-2+3+cmd|' /C calc'!A0", "@SUM(1+1)*cmd|'",
             "\t=1+1", "\r=1+1"]
-
-
-def _export(client) -> tuple[str, list[dict]]:
-    page = client.get("/admin/clinical/auditevent/export/").content.decode()
-    csv_index = re.search(r'<option value="(\d+)"[^>]*>csv</option>', page).group(1)
-    fields = re.findall(r'name="(auditeventresource_[a-z0-9_]+)"', page)
-    response = client.post("/admin/clinical/auditevent/export/",
-                           {"format": csv_index, "resource": "0", **{f: "on" for f in fields}})
-    assert response.status_code == 200 and "csv" in response["Content-Type"]
-    text = response.content.decode("utf-8-sig")
-    return text, list(csv.DictReader(io.StringIO(text)))
 
 
 @pytest.mark.django_db
@@ -39,7 +25,7 @@ def test_formula_cells_are_exported_inert_and_every_cell_is_quoted(client, djang
         AuditEvent.objects.create(event_type="translation", outcome="rejected", actor=payload[:150],
                                   error_class=payload, ttft_ms=12.5)
     client.force_login(it)
-    text, rows = _export(client)
+    text, rows = audit_csv_export(client)
     assert sorted(row["actor"] for row in rows) == sorted("'" + payload for payload in PAYLOADS)
     assert sorted(row["error_class"] for row in rows) == sorted("'" + payload for payload in PAYLOADS)
     assert all(float(row["ttft_ms"]) == 12.5 for row in rows)
