@@ -174,9 +174,8 @@ def _answer_oversized_messages() -> None:
     import json
 
     from daphne.ws_protocol import WebSocketProtocol
-    from django.conf import settings
 
-    from clinical.web.frames import error_frame
+    from clinical.web.frames import error_frame, frame_too_large_message
 
     if getattr(WebSocketProtocol, "_clinical_too_big", False):
         return
@@ -184,7 +183,7 @@ def _answer_oversized_messages() -> None:
 
     def _max_message_size_exceeded(self, msg_size, max_msg_size, reason):
         if self.state == WebSocketProtocol.STATE_OPEN:
-            frame = error_frame("frame_too_large", f"Frames are limited to {settings.MAX_FRAME_BYTES:,} bytes.")
+            frame = error_frame("frame_too_large", frame_too_large_message())
             self.sendMessage(json.dumps(frame).encode(), isBinary=False)
         self.failByDrop = False  # the closing handshake, so the frame above arrives
         exceeded(self, msg_size, max_msg_size, reason)

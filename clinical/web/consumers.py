@@ -154,8 +154,7 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
             await self.send_error("bad_frame", "Frames must be JSON text, not binary.")
             return
         if len(text_data) > settings.MAX_FRAME_BYTES // 4 and len(text_data.encode()) > settings.MAX_FRAME_BYTES:
-            await self.send_error("frame_too_large",
-                                  f"Frames are limited to {settings.MAX_FRAME_BYTES:,} bytes.")
+            await self.send_error("frame_too_large", frames.frame_too_large_message())
             return
         try:
             content = json.loads(text_data)

@@ -57,6 +57,8 @@ carry the same payloads without their ``type``.
 
 from __future__ import annotations
 
+from django.conf import settings
+
 from clinical.models import RERUN_AS_WRITTEN, Translation
 from clinical.quality import measure as quality
 from clinical.rerun import notify
@@ -107,6 +109,13 @@ def done_frame(translation: Translation) -> dict:
 def cancelled_frame(translation: Translation) -> dict:
     """``cancelled``: the clinician stopped it; the row says ``cancelled``."""
     return {"type": "cancelled", "id": str(translation.request_id)}
+
+
+def frame_too_large_message() -> str:
+    """The ``frame_too_large`` error's message, whichever layer refuses the
+    frame (the consumer above ``MAX_FRAME_BYTES``, the server above
+    ``WEBSOCKET_MAX_MESSAGE_BYTES``): the limit a client may send."""
+    return f"Frames are limited to {settings.MAX_FRAME_BYTES:,} bytes."
 
 
 def error_frame(code: str, message: str, *, retry_after_s: float | None = None) -> dict:
