@@ -540,7 +540,7 @@ LOGGING = {
     },
 }
 
-# The audit export is CSV only and escapes every cell that starts with
+# The audit export (CSV or JSON) escapes every CSV cell that starts with
 # = + - @ tab or CR (clinical.admin.SpreadsheetSafeCSV, OWASP's guidance);
 # this setting strips a leading = in any other django-import-export export.
 IMPORT_EXPORT_ESCAPE_FORMULAE_ON_EXPORT = True
