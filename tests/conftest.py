@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -278,10 +279,52 @@ def shared_fake_server(_shared_fake_daphne, transactional_db):
     _delete_keys(f"{_shared_fake_daphne.cache_prefix}:*")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the test item (``item.report_call``), so a
+    fixture's teardown can tell whether the test failed."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
+def print_log_tails_if_failed(request, paths: list[Path], lines: int = 60) -> None:
+    """After a failed test, print the last ``lines`` lines of each server
+    log to stderr, so the failure report shows what the server did."""
+    report = getattr(request.node, "report_call", None)
+    if report is None or not report.failed:
+        return
+    for path in paths:
+        if path.exists():
+            tail = path.read_text(errors="replace").splitlines()[-lines:]
+            print(f"----- last {len(tail)} lines of {path.name} -----", *tail, sep="\n", file=sys.stderr)
+
+
+def browser_messages(page) -> list[str]:
+    """The page's console messages and WebSocket closes, as they happen."""
+    messages: list[str] = []
+    page.on("console", lambda message: messages.append(message.text))
+    page.on("websocket", lambda socket: socket.on("close", lambda closed: messages.append(
+        f"websocket closed: {closed.url}")))
+    return messages
+
+
+def print_page_if_failed(request, page, messages: list[str]) -> None:
+    """After a failed test, print what the clinician saw (the page's
+    ``#status``) and the page's console and socket messages to stderr."""
+    report = getattr(request.node, "report_call", None)
+    if report is None or not report.failed:
+        return
+    status = page.locator("#status")
+    print("page status:", status.text_content() if status.count() else "(none)",
+          "console and sockets:", *messages, sep="\n", file=sys.stderr)
+
+
 @pytest.fixture
-def daphne_server(stack_env, tmp_path):
+def daphne_server(stack_env, tmp_path, request):
     """Factory: ``daphne_server(INFERENCE_ENGINE="llamacpp", ...)`` starts a
-    real Daphne on the test database and a real Redis; stopped at teardown."""
+    real Daphne on the test database and a real Redis; stopped at teardown
+    (its log's tail printed when the test failed)."""
     servers: list[DaphneServer] = []
 
     def start(**env_overrides: str) -> DaphneServer:
@@ -293,12 +336,14 @@ def daphne_server(stack_env, tmp_path):
     yield start
     for server in servers:
         server.stop()
+    print_log_tails_if_failed(request, [server.log_path for server in servers])
 
 
 @pytest.fixture
-def celery_worker_process(stack_env, tmp_path):
+def celery_worker_process(stack_env, tmp_path, request):
     """Factory: ``celery_worker_process(RERUN_ENGINE="fake", ...)`` starts a
-    real Celery worker in its own process; stopped at teardown."""
+    real Celery worker in its own process; stopped at teardown (its log's
+    tail printed when the test failed)."""
     workers: list[CeleryWorker] = []
 
     def start(**env_overrides: str) -> CeleryWorker:
@@ -310,6 +355,7 @@ def celery_worker_process(stack_env, tmp_path):
     yield start
     for worker in workers:
         worker.stop()
+    print_log_tails_if_failed(request, [worker.log_path for worker in workers])
 
 
 class PrivateRedis:

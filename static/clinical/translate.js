@@ -57,16 +57,32 @@
   }
   function ms(value) { return value == null ? "–" : Math.round(value).toLocaleString() + " ms"; }
 
+  // Reconnects for frames queued on a socket that closed before it opened
+  // (a handshake dropped by a busy server, a network blip): the frames never
+  // left, so they go on the next socket instead of being lost.
+  const MAX_RETRIES = 3;
+  let retries = 0;
+
   function connect() {
     const scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
-    socket = new WebSocket(scheme + window.location.host + root.dataset.wsPath);
-    socket.addEventListener("open", () => {
-      pending.forEach((frame) => socket.send(JSON.stringify(frame)));
+    const ws = new WebSocket(scheme + window.location.host + root.dataset.wsPath);
+    let opened = false;
+    socket = ws;
+    ws.addEventListener("open", () => {
+      opened = true;
+      retries = 0;
+      pending.forEach((frame) => ws.send(JSON.stringify(frame)));
       pending = [];
     });
-    socket.addEventListener("message", (event) => handle(JSON.parse(event.data)));
-    socket.addEventListener("close", (event) => {
-      socket = null;
+    ws.addEventListener("message", (event) => handle(JSON.parse(event.data)));
+    ws.addEventListener("close", (event) => {
+      if (socket === ws) socket = null;
+      if (!opened && pending.length && retries < MAX_RETRIES) {
+        retries += 1;
+        window.setTimeout(() => { if (!socket) connect(); }, 500 * retries);
+        return;
+      }
+      pending = [];
       if (running) { setRunning(false); setStatus("Connection lost. Please try again."); }
       // 4401: signed out; 4403: not a clinician (the reload shows why).
       // 4429 (too many sockets) keeps the error frame's message on screen.
@@ -202,5 +218,5 @@
   if (root.dataset.watchId && ["pending", "running"].includes(root.dataset.verification)) {
     send({ type: "watch", id: root.dataset.watchId });
   }
-  connect();
+  if (!socket) connect();
 })();

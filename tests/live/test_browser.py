@@ -13,7 +13,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from clinical.models import Translation
 from inference.weights import smollm2_gguf_path, smollm2_hf_path
-from tests.conftest import PASSWORD, ROOT, in_worker_thread
+from tests.conftest import PASSWORD, ROOT, browser_messages, in_worker_thread, print_page_if_failed
 from tests.data import laymaker_sentences
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -23,15 +23,15 @@ pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is
 
 
 @pytest.fixture
-def browser_page():
+def browser_page(request):
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=[
             "--no-sandbox", "--disable-gpu", "--disable-background-networking",
             "--disable-component-update", "--disable-sync", "--no-first-run"])
         page = browser.new_page(viewport={"width": 1200, "height": 900})
-        messages: list[str] = []
-        page.on("console", lambda message: messages.append(message.text))
+        messages = browser_messages(page)
         yield page
+        print_page_if_failed(request, page, messages)
         browser.close()
     # The page must work under the Content-Security-Policy without violations.
     assert not [m for m in messages if "Content Security Policy" in m], messages
@@ -214,6 +214,49 @@ def test_cancel_button_stops_the_stream(daphne_server, clinician, browser_page):
     row = only_translation()
     assert row.status == Translation.Status.CANCELLED
     assert row.tokens_out < 150
+
+
+#: Replaces the page's first WebSocket by one that stays CONNECTING until
+#: the test calls ``window.dropFirstSocket()``, which closes it unopened, as
+#: a busy server that drops the handshake does (close code 1006).
+FIRST_SOCKET_NEVER_OPENS = """(() => {
+  const Real = window.WebSocket;
+  let first = true;
+  class NeverOpens extends EventTarget {
+    constructor(url) {
+      super();
+      this.url = url;
+      this.readyState = Real.CONNECTING;
+      window.dropFirstSocket = () => {
+        this.readyState = Real.CLOSED;
+        this.dispatchEvent(new CloseEvent("close", { code: 1006 }));
+      };
+    }
+    send() { throw new DOMException("still connecting", "InvalidStateError"); }
+    close() {}
+  }
+  function Patched(url, protocols) {
+    if (first) { first = false; return new NeverOpens(url); }
+    return new Real(url, protocols);
+  }
+  Object.assign(Patched, { CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3 });
+  window.WebSocket = Patched;
+})();"""
+
+
+def test_a_translation_asked_for_while_the_socket_opens_survives_a_dropped_handshake(
+        daphne_server, clinician, browser_page):
+    server = daphne_server(INFERENCE_ENGINE="fake")
+    page = browser_page
+    page.add_init_script(FIRST_SOCKET_NEVER_OPENS)
+    log_in(page, server, clinician.username)
+    translate(page, "Mild left knee effusion.")
+    expect(page.locator("#status")).to_have_text("Connecting…")
+    page.evaluate("window.dropFirstSocket()")
+
+    expect(page.locator("#status")).to_have_text(re.compile(r"^Done"), timeout=60_000)
+    expect(page.locator("#output")).to_have_text("Plain words: Mild left knee effusion.")
+    assert only_translation().status == Translation.Status.COMPLETED  # sent once, on the new socket
 
 
 def test_the_idle_warning_offers_one_click_to_stay_signed_in(daphne_server, clinician, browser_page):

@@ -17,7 +17,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from clinical.models import AuditEvent, Translation, TranslationEdit
 from inference.weights import smollm2_gguf_path
-from tests.conftest import PASSWORD, ROOT, in_worker_thread
+from tests.conftest import PASSWORD, ROOT, browser_messages, in_worker_thread, print_page_if_failed
 from tests.data import laymaker_sentences
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is
 
 
 @pytest.fixture
-def ui_page():
+def ui_page(request):
     """A chromium page (1280x900) that may use the clipboard; fails the test
     on any Content-Security-Policy violation."""
     with sync_playwright() as playwright:
@@ -38,9 +38,9 @@ def ui_page():
             "--disable-component-update", "--disable-sync", "--no-first-run"])
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         page = context.new_page()
-        messages: list[str] = []
-        page.on("console", lambda message: messages.append(message.text))
+        messages = browser_messages(page)
         yield page
+        print_page_if_failed(request, page, messages)
         browser.close()
     assert not [m for m in messages if "Content Security Policy" in m], messages
 
