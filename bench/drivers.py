@@ -51,7 +51,7 @@ import httpx
 import numpy as np
 
 from bench.corpora import Workload
-from bench.processes import ROOT, DaphneServer, ServerProcess
+from bench.processes import READY_TIMEOUT_S, ROOT, DaphneServer, ServerProcess, readyz_wait
 from bench.stats import RequestResult
 from inference.base import GenerationParams
 from inference.prompts import build_messages
@@ -543,15 +543,14 @@ class StackDriver(Driver):
         self.server = DaphneServer(env, self.log_dir / f"daphne-{self.engine}-{wanted[0]}.log")
         server = self.server
 
-        def ready() -> httpx.Response:
+        def ready() -> dict:
             server.wait_ready(300)
-            return httpx.get(server.base_url + "/readyz", timeout=600)  # loads and warms the engine
+            # Loads the engine, then waits out the prefix warm-up ("warming").
+            return readyz_wait(server.base_url, 200, READY_TIMEOUT_S)[1]
 
-        response = await asyncio.to_thread(ready)
-        if response.status_code != 200:
-            raise RuntimeError(f"stack not ready: {response.text[:500]}")
+        body = await asyncio.to_thread(ready)
         self._output = wanted
-        self.settings = {**response.json(), "engine_log": engine_log_facts(server.logs()),
+        self.settings = {**body, "engine_log": engine_log_facts(server.logs()),
                          **{k: env[k] for k in ("MAX_OUTPUT_TOKENS", "INFERENCE_IGNORE_EOS", "ENGINE_MAX_QUEUE",
                                                  "INFERENCE_THREADS", "GLOSSARY_GENERATE")}}
 

@@ -22,6 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 GIB = 1024 ** 3
+#: Seconds a benchmark waits for a server's /readyz 200: the engine loaded
+#: and its example-cluster prefixes read (minutes on two cores when cold).
+READY_TIMEOUT_S = 1800
 
 
 def free_port() -> int:

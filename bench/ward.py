@@ -563,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run([sys.executable, "-m", "inference.weights", "prepare", "--with-default-hf"],
                        cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     from bench.drivers import prepare_stack, redis_cleanup
-    from bench.processes import DaphneServer
+    from bench.processes import READY_TIMEOUT_S, DaphneServer, readyz_wait
 
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per /readyz poll otherwise
 
@@ -578,13 +578,8 @@ def main(argv: list[str] | None = None) -> int:
     server = DaphneServer(env, scratch / "daphne.log")
     try:
         server.wait_ready(300)
-        import httpx
-
-        ready = httpx.get(server.base_url + "/readyz", timeout=600)
-        if ready.status_code != 200:
-            raise RuntimeError(f"stack not ready: {ready.text[:300]}")
-        engine = f"{ready.json().get('engine')}, {Path(str(ready.json().get('model'))).name}, " \
-                 f"{ready.json().get('precision')}"
+        ready = readyz_wait(server.base_url, 200, READY_TIMEOUT_S)[1]  # the engine loaded and warm
+        engine = f"{ready.get('engine')}, {Path(str(ready.get('model'))).name}, {ready.get('precision')}"
         if not fake:
             deadline = time.monotonic() + args.warmup_timeout_s
             while WARMED not in server.logs() and time.monotonic() < deadline:
@@ -670,11 +665,10 @@ async def one_clinician(server, session: str, texts: list[str]) -> list[dict]:
 
 def ttft_run_config(name: str, env: dict[str, str], session: str, texts: list[str], log_dir: Path,
                warmup_timeout_s: float) -> dict:
-    import httpx
     from django.db import connection
     from django.utils import timezone
 
-    from bench.processes import DaphneServer
+    from bench.processes import READY_TIMEOUT_S, DaphneServer, readyz_wait
     from clinical.models import Translation
 
     since = timezone.now()
@@ -682,9 +676,7 @@ def ttft_run_config(name: str, env: dict[str, str], session: str, texts: list[st
     try:
         server.wait_ready(300)
         started = time.perf_counter()
-        ready = httpx.get(server.base_url + "/readyz", timeout=600)
-        if ready.status_code != 200:
-            raise RuntimeError(f"not ready: {ready.text[:300]}")
+        readyz_wait(server.base_url, 200, READY_TIMEOUT_S)  # the engine loaded and warm
         warm_s = None
         if name == "clusters":
             deadline = time.monotonic() + warmup_timeout_s

@@ -6,6 +6,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 
+from inference import weights
 from inference.base import Engine
 from inference.llamacpp_prefix import DEFAULT_PREFIX_SNAPSHOTS
 from inference.vllm_engine import cuda_available
@@ -61,6 +62,11 @@ class EngineConfig:
             0.5 GiB). Read from ``INFERENCE_PREFIX_SNAPSHOTS`` when not
             given; default
             :data:`inference.llamacpp_prefix.DEFAULT_PREFIX_SNAPSHOTS`.
+        prefix_state_dir: folder where llama.cpp writes its prefix snapshots
+            and reads them back after a restart (a warm restart:
+            :mod:`inference.llamacpp_prefix`); empty = memory only. Read
+            from ``INFERENCE_PREFIX_STATE_DIR`` when not given; default
+            ``$CLINICAL_CACHE/prefix-states``.
     """
 
     engine: str = "auto"
@@ -82,6 +88,7 @@ class EngineConfig:
     num_speculative_tokens: int = 5
     max_batch: int = field(default_factory=lambda: env_max_batch())
     prefix_snapshots: int = field(default_factory=lambda: env_prefix_snapshots())
+    prefix_state_dir: str = field(default_factory=lambda: env_prefix_state_dir())
 
 
 def env_max_batch() -> int:
@@ -109,6 +116,16 @@ def env_prefix_snapshots() -> int:
     if value < 0:
         raise ValueError(f"INFERENCE_PREFIX_SNAPSHOTS must be >= 0, not {raw!r}")
     return value
+
+
+def env_prefix_state_dir() -> str:
+    """``INFERENCE_PREFIX_STATE_DIR`` from the environment: unset = the
+    ``prefix-states`` folder of the model cache
+    (:func:`inference.weights.cache_dir`); empty or ``off`` = none."""
+    raw = os.environ.get("INFERENCE_PREFIX_STATE_DIR")
+    if raw is None:
+        return str(weights.cache_dir() / "prefix-states")
+    return "" if raw.strip().lower() in ("", "off") else raw.strip()
 
 
 DEVICE_CHOICES = ("auto", "cuda", "cpu")
@@ -179,8 +196,6 @@ def create_engine(config: EngineConfig) -> Engine:
         ValueError: unknown engine name.
         inference.weights.ModelError: the default model is not installed.
     """
-    from inference import weights
-
     device = engine_device(config)
     name = resolve_engine_name(config.engine, device)
     logger.info("inference engine selected: %s on %s (configured engine=%s device=%s)",
@@ -211,7 +226,8 @@ def create_engine(config: EngineConfig) -> Engine:
         )
         return LlamaCppEngine(model, n_ctx=config.n_ctx, n_threads=config.threads or None,
                               precision=precision, max_queue=config.max_queue,
-                              max_batch=config.max_batch or None, prefix_snapshots=config.prefix_snapshots)
+                              max_batch=config.max_batch or None, prefix_snapshots=config.prefix_snapshots,
+                              prefix_state_dir=config.prefix_state_dir or None)
     from inference.vllm_engine import VllmEngine
 
     model = config.model or str(weights.default_hf_path())

@@ -141,6 +141,9 @@ class LlamaCppEngine(Engine):
             them into each new request's sequence the same way. 0 = none.
             Default :data:`inference.llamacpp_prefix.DEFAULT_PREFIX_SNAPSHOTS`
             (memory: see there).
+        prefix_state_dir: folder where the snapshots are also written, and
+            read back from after a restart (:meth:`PrefixSnapshots.attach_folder`);
+            ``None`` = memory only.
         max_batch: requests decoded together (continuous batching,
             :mod:`inference.llamacpp_batch`); 1 = one at a time (the serial
             engine below); default :data:`DEFAULT_MAX_BATCH`.
@@ -170,8 +173,10 @@ class LlamaCppEngine(Engine):
         prefix_snapshots: int = DEFAULT_PREFIX_SNAPSHOTS,
         max_batch: int | None = None,
         prefill_chunk: int = DEFAULT_PREFILL_CHUNK,
+        prefix_state_dir: str | os.PathLike | None = None,
     ) -> None:
         self.max_queue = max_queue
+        self.prefix_state_dir = prefix_state_dir
         self.max_batch = max(1, max_batch or DEFAULT_MAX_BATCH)
         self.parallelism = self.max_batch
         self.model_path = model_path
@@ -243,6 +248,27 @@ class LlamaCppEngine(Engine):
         self._llm = llm
         if self._batcher is not None:
             self._batcher.load()
+        if self.prefix_state_dir and self.prefix_snapshots.capacity:
+            try:
+                folder = self.prefix_snapshots.attach_folder(self.prefix_state_dir, self._state_identity(llm))
+            except OSError as exc:
+                logger.warning("prefix states kept in memory only: %s", exc)
+            else:
+                logger.info("prefix states on disk: %d in %s", self.prefix_snapshots.on_disk(), folder)
+
+    def _state_identity(self, llm) -> str:
+        """What a saved prefix state depends on besides its tokens: the
+        model file, llama-cpp-python's version and the context's layout
+        (llama.cpp's numbers depend on how a prompt is batched)."""
+        import llama_cpp
+
+        stat = os.stat(self.model_path)
+        layout = (f"n_ctx={self.n_ctx} n_batch={llm.n_batch} n_threads={self.n_threads} "
+                  f"max_batch={self.max_batch}")
+        if self._batcher is not None:
+            layout += f" batch_n_batch={self._batcher.n_batch}"
+        return (f"model={os.path.realpath(self.model_path)} size={stat.st_size} mtime_ns={stat.st_mtime_ns} "
+                f"llama_cpp={llama_cpp.__version__} {layout}")
 
     async def shutdown(self) -> None:
         await super().shutdown()

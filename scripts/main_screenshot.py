@@ -20,15 +20,14 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
-import httpx
 from playwright.sync_api import expect, sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.processes import READY_TIMEOUT_S, readyz_wait  # noqa: E402
 from tests.data import laymaker_sentences  # noqa: E402
 
 USER, PASSWORD = "dr-screenshot", "dr-screenshot-password-1"
@@ -58,12 +57,7 @@ def main() -> int:
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         base = f"http://127.0.0.1:{args.port}"
         try:
-            for _ in range(300):
-                try:
-                    httpx.get(base + "/readyz", timeout=300).raise_for_status()  # loads the engine
-                    break
-                except httpx.TransportError:
-                    time.sleep(0.2)
+            readyz_wait(base, 200, READY_TIMEOUT_S)  # loads the engine and reads its prefixes
             shoot(base, laymaker_sentences()[args.sentence], args.desktop, args.phone)
         finally:
             server.terminate()

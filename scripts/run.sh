@@ -33,10 +33,20 @@ WORKER_PID=$!
 trap 'kill $WORKER_PID 2>/dev/null; wait $WORKER_PID 2>/dev/null' EXIT INT TERM
 echo "  Re-run worker started (log: var/celery-rerun.log)"
 
-# Load the model and prefill the shared prompt as soon as Daphne is up.
-( for _ in $(seq 600); do
-    curl -sf "http://$HOST:$PORT/readyz" >/dev/null 2>&1 && {
-      echo "  engine ready: serving $((SECONDS - START)) s after make run started"; break; }
+# Load the model and prefill the shared prompt as soon as Daphne is up; the
+# engine then reads the example prompts' prefixes (/readyz says "warming":
+# from disk after a restart, minutes on a first start).
+( warming=""
+  for _ in $(seq 1800); do
+    body=$(curl -s "http://$HOST:$PORT/readyz" 2>/dev/null) || body=""
+    case "$body" in
+      *'"status": "ready"'*)
+        echo "  engine ready: serving $((SECONDS - START)) s after make run started"; break ;;
+      *'"status": "warming"'*)
+        [ -n "$warming" ] || echo "  engine loaded $((SECONDS - START)) s after make run started;" \
+          "reading the example prompts' prefixes (translations work meanwhile, more slowly)"
+        warming=1 ;;
+    esac
     sleep 1
   done ) &
 # One replica (Daphne with a graceful drain on Ctrl-C/SIGTERM; deploy/README.md

@@ -41,7 +41,11 @@ LIVE_FIXTURES = frozenset({"stack_env", "daphne_server", "celery_worker_process"
 
 def pytest_configure(config):
     """Stop at once, with one line, when the clinical text in data/ is missing
-    (every module of the suite reads it)."""
+    (every module of the suite reads it). llama.cpp engines keep their prefix
+    snapshots in memory only (``INFERENCE_PREFIX_STATE_DIR=off``) unless a
+    test gives them a folder: a state left by another test would skip the
+    prefix evaluations that tests count."""
+    os.environ["INFERENCE_PREFIX_STATE_DIR"] = "off"
     try:
         corpus_file("laymaker-dev.csv")
     except CorpusMissing as exc:

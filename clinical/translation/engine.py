@@ -16,6 +16,7 @@ import asyncio
 import logging
 import threading
 import uuid
+from dataclasses import dataclass
 
 from django.conf import settings
 
@@ -32,9 +33,27 @@ logger = logging.getLogger(__name__)
 _supervisor: EngineSupervisor | None = None
 _words_loaded = False
 _warmup: asyncio.Task | None = None
+#: While the example clusters' prefixes are warmed: how far it got.
+_warmup_progress: WarmupProgress | None = None
 #: Prefix snapshots left free by the cluster warm-up, for the other
 #: instruction sets (the one-example prompt, the glossary, other grades).
 SNAPSHOTS_KEPT_FREE = 4
+
+
+@dataclass
+class WarmupProgress:
+    """The cluster warm-up of this process's engine, while it runs:
+    ``prefixes_done`` of ``prefixes`` (``None`` until the clusters are known)."""
+
+    prefixes_done: int = 0
+    prefixes: int | None = None
+
+
+def warmup_progress() -> WarmupProgress | None:
+    """The cluster warm-up's progress while it runs (``/readyz`` then
+    answers ``warming``); ``None`` when it has ended or none was wanted.
+    Safe from any thread; changes nothing."""
+    return _warmup_progress
 
 
 def engine_config_from_settings() -> EngineConfig:
@@ -114,9 +133,10 @@ async def _warm(engine: Engine) -> None:
     if words is not None:
         await words
         _words_loaded = True
-    global _warmup
+    global _warmup, _warmup_progress
     _warmup_cancel()
     if _cluster_warmup_wanted(engine):
+        _warmup_progress = WarmupProgress()  # before the task runs: ready only once it has ended
         _warmup = asyncio.get_running_loop().create_task(_warm_cluster_prefixes(engine))
 
 
@@ -154,9 +174,25 @@ async def _warm_cluster_prefixes(engine: Engine, *, retries: int = 3, retry_afte
     (llama.cpp cannot stop a prompt evaluation), and the request stopped
     for them is tried again (``retries`` times, ``retry_after_s`` apart).
 
+    With a prefix state folder (``INFERENCE_PREFIX_STATE_DIR``) the engine
+    reads a prefix saved by an earlier run instead of evaluating it, so a
+    restarted server is warm in seconds.
+
+    While it runs, :func:`warmup_progress` counts the prefixes done.
+
     Returns:
         The prefixes warmed. Engine failures end the warm-up (logged).
     """
+    global _warmup_progress
+    progress = _warmup_progress or WarmupProgress()
+    try:
+        return await _warm_clusters(engine, progress, retries=retries, retry_after_s=retry_after_s)
+    finally:
+        if _warmup_progress is progress:
+            _warmup_progress = None
+
+
+async def _warm_clusters(engine: Engine, progress: WarmupProgress, *, retries: int, retry_after_s: float) -> int:
     settings_now = (settings.PROMPT_CLUSTERS, settings.PROMPT_CLUSTER_EXAMPLES)
     try:
         router = await asyncio.to_thread(default_router, *settings_now)
@@ -165,6 +201,9 @@ async def _warm_cluster_prefixes(engine: Engine, *, retries: int = 3, retry_afte
         return 0
     budget = max(0, int(engine.info.settings.get("prefix_snapshots", 0)) - SNAPSHOTS_KEPT_FREE)
     order = sorted(range(router.n_clusters), key=lambda c: (-router.sizes[c], c))[:budget]
+    progress.prefixes = len(order)
+    snapshots = getattr(engine, "prefix_snapshots", None)
+    read_before = snapshots.read_from_disk if snapshots is not None else 0
     started, warmed = asyncio.get_running_loop().time(), 0
     params = GenerationParams(max_tokens=1, background=True)
     for cluster in order:
@@ -181,8 +220,10 @@ async def _warm_cluster_prefixes(engine: Engine, *, retries: int = 3, retry_afte
                 return warmed
             warmed += 1
             break
-    logger.info("example cluster prefixes warmed clusters=%d of=%d seconds=%.1f",
-                warmed, router.n_clusters, asyncio.get_running_loop().time() - started)
+        progress.prefixes_done += 1
+    from_disk = (snapshots.read_from_disk - read_before) if snapshots is not None else 0
+    logger.info("example cluster prefixes warmed clusters=%d of=%d from_disk=%d seconds=%.1f",
+                warmed, router.n_clusters, from_disk, asyncio.get_running_loop().time() - started)
     return warmed
 
 
@@ -220,10 +261,11 @@ def _quality_warm() -> None:
 
 
 def _warmup_cancel() -> None:
-    global _warmup
+    global _warmup, _warmup_progress
     if _warmup is not None and not _warmup.done():
         _warmup.cancel()
     _warmup = None
+    _warmup_progress = None
 
 
 def engine_set(engine: Engine | None) -> None:

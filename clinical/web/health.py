@@ -19,8 +19,12 @@ each ``{"ok": bool, "ms": float, "error"?: str}``:
 
 200 ``{"status": "ready", ...}`` when all pass; 503 with ``"status":
 "unavailable"`` (and ``error``, the first failing check's exception class)
-when one fails, or ``"status": "draining"`` once the replica is shutting
-down (:mod:`clinical.runtime.drain`). The body also carries ``engine_state``
+when one fails, ``"status": "draining"`` once the replica is shutting
+down (:mod:`clinical.runtime.drain`), or ``"status": "warming"`` while the
+engine reads the example clusters' instruction prefixes (llama.cpp; a
+request meanwhile would read its cluster's prefix first, seconds on two
+cores), with ``warming``: ``{"prefixes_done", "prefixes"}``
+(:func:`clinical.translation.engine.warmup_progress`). The body also carries ``engine_state``
 (this replica's engine: ``state``, ``reason``, ``deaths``, ``rebuilds``) and
 ``rerun_lane`` (the re-run workers' engines as they last reported,
 :func:`clinical.rerun.lane.lane_summary`); the lane is information, not a
@@ -47,7 +51,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from clinical.rerun import lane
 from clinical.runtime import drain
-from clinical.translation.engine import engine_get, engine_status
+from clinical.translation.engine import engine_get, engine_status, warmup_progress
 from inference.base import EngineDead
 
 REDIS_TIMEOUT_S = 2.0
@@ -118,6 +122,9 @@ async def readyz(request: HttpRequest) -> JsonResponse:
             body["reason"] = failed[0]["reason"]
     elif drain.is_draining():
         body["status"] = "draining"
+    elif (warming := warmup_progress()) is not None:
+        body["status"] = "warming"
+        body["warming"] = {"prefixes_done": warming.prefixes_done, "prefixes": warming.prefixes}
     code = 200 if body["status"] == "ready" else 503
     if not await _readiness_detail_allowed(request):
         body = {"status": body["status"]}
