@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
              "8 clinicians at once, with the re-run worker off, at normal and at idle CPU priority"),
     "clinician_ttft": ("bench.ward", "clinician_ttft_main",
                        "one clinician's time to the first word, cluster prompt against one example"),
+    "restart": ("bench.restart", "main",
+                "a first start and a restart on the prefix states on disk: time to ready, first TTFT"),
     "gpu_check": ("bench.gpu_check", "main",
                   "the deployed engines on a GPU host: resolved, timed at 1 and 8 clients, engine core killed"),
     "replicas": ("bench.replicas", "main", "throughput through nginx with 1 and 2 web replicas"),

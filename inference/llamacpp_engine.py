@@ -59,7 +59,7 @@ from inference.base import (
     GenerationParams,
 )
 from inference.llamacpp_batch import INVARIANT_MAX_BATCH, BatchScheduler, log_softmax_at
-from inference.llamacpp_prefix import DEFAULT_PREFIX_SNAPSHOTS, PrefixSnapshots
+from inference.llamacpp_prefix import DEFAULT_PREFIX_SNAPSHOTS, PrefixSnapshots, state_identity
 
 logger = logging.getLogger(__name__)
 
@@ -257,18 +257,11 @@ class LlamaCppEngine(Engine):
                 logger.info("prefix states on disk: %d in %s", self.prefix_snapshots.on_disk(), folder)
 
     def _state_identity(self, llm) -> str:
-        """What a saved prefix state depends on besides its tokens: the
-        model file, llama-cpp-python's version and the context's layout
-        (llama.cpp's numbers depend on how a prompt is batched)."""
-        import llama_cpp
-
-        stat = os.stat(self.model_path)
         layout = (f"n_ctx={self.n_ctx} n_batch={llm.n_batch} n_threads={self.n_threads} "
                   f"max_batch={self.max_batch}")
         if self._batcher is not None:
             layout += f" batch_n_batch={self._batcher.n_batch}"
-        return (f"model={os.path.realpath(self.model_path)} size={stat.st_size} mtime_ns={stat.st_mtime_ns} "
-                f"llama_cpp={llama_cpp.__version__} {layout}")
+        return state_identity(self.model_path, layout)
 
     async def shutdown(self) -> None:
         await super().shutdown()

@@ -56,6 +56,22 @@ STATE_FILE_MAGIC = b"CLINPFX1"
 STATE_FILES_PER_SNAPSHOT = 2
 
 
+def state_identity(model_path: str, layout: str) -> str:
+    """What a saved prefix state depends on besides its tokens: the model
+    file (path, size, modification time), llama-cpp-python's version and the
+    context's ``layout`` (sizes and batching: llama.cpp's numbers depend on
+    how a prompt is batched).
+
+    Raises:
+        OSError: the model file cannot be read.
+    """
+    import llama_cpp
+
+    stat = os.stat(model_path)
+    return (f"model={os.path.realpath(model_path)} size={stat.st_size} mtime_ns={stat.st_mtime_ns} "
+            f"llama_cpp={llama_cpp.__version__} {layout}")
+
+
 class PrefixSnapshots:
     """Most recently used KV-cache snapshots, keyed by their token ids.
 
