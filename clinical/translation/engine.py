@@ -22,6 +22,7 @@ from django.conf import settings
 
 from clinical.quality import measure as quality
 from clinical.runtime.metrics import ENGINE_QUEUE_DEPTH, ENGINE_REBUILDS, ENGINE_UP
+from clinical.translation import text_checks
 from inference.base import Engine, EngineError, EnginePreempted, GenerationParams
 from inference.examples import cluster_prefix_messages, default_router
 from inference.factory import EngineConfig, create_engine
@@ -253,6 +254,10 @@ def _quality_warm() -> None:
         quality.warm()
     except Exception as exc:  # noqa: BLE001 - the first measurement will report it
         logger.error("quality word lists failed to load: %s", type(exc).__name__)
+    try:
+        text_checks.warm()
+    except Exception as exc:  # noqa: BLE001 - the first diagnosis's language check will report it
+        logger.error("language identifier failed to load: %s", type(exc).__name__)
     if settings.PROMPT_EXAMPLES and settings.PROMPT_CLUSTERS > 0:
         try:
             default_router(settings.PROMPT_CLUSTERS, settings.PROMPT_CLUSTER_EXAMPLES)

@@ -69,6 +69,12 @@ def _identifier():
     return identifier
 
 
+def warm() -> None:
+    """Load the language identifier's model (about 0.6 s on two cores), so
+    the first diagnosis after a start does not wait for it."""
+    _identifier()
+
+
 def english_probability(text: str) -> float:
     """py3langid's probability, in [0, 1], that ``text`` is English, among
     :data:`CANDIDATE_LANGUAGES`."""

@@ -22,6 +22,7 @@ def test_the_summary_counts_errors_and_takes_the_first_ttft_as_sent():
 
 def test_the_report_holds_the_restart_against_the_warm_p50_of_the_first_start():
     report = {"command": "python -m bench restart", "engine": "llama.cpp, model.gguf", "sentences": 3,
+              "first_sentence_warm_ttft_ms": 1100.0,
               "summary": [summary(result("first start", 300.0, [1000.0, 1000.0, 1000.0])),
                           summary(result("restart", 20.0, [1200.0, 1000.0, 1000.0]))]}
     text = render(report)
@@ -29,3 +30,4 @@ def test_the_report_holds_the_restart_against_the_warm_p50_of_the_first_start():
     assert "| restart | 20.0 | – |" in text
     assert "`/readyz` 200 after 20.0 s (target: at most 60 s)" in text
     assert "TTFT is 1.20x the warm P50" in text
+    assert "and 1.09x the same sentence's TTFT on the warm first start (1100.0 ms)" in text
