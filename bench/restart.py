@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import tempfile
@@ -33,6 +32,7 @@ import uuid
 from pathlib import Path
 
 from bench.corpora import ROOT
+from bench.stats import percentiles, report_write
 
 READY_WITHIN_S = 60  # target: /readyz 200 after a restart
 FIRST_TTFT_RATIO = 1.5  # target: first TTFT after a restart / warm TTFT P50
@@ -86,8 +86,6 @@ def run_server(name: str, env: dict[str, str], session: str, texts: list[str], l
 
 
 def summary(result: dict) -> dict:
-    from bench.stats import percentiles
-
     ok = [r["ttft_ms"] for r in result["rows"] if r["ttft_ms"] is not None and not r["error"]]
     ttft = percentiles(ok)
     return {"server": result["server"], "ready_s": result["ready_s"], "warming_from_s": result["warming_from_s"],
@@ -158,8 +156,6 @@ def main(argv: list[str] | None = None) -> int:
               "first_sentence_warm_ttft_ms": warm_first[0] if warm_first else None,
               "summary": [summary(r) for r in results], "runs": results}
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    out.with_suffix(".md").write_text(render(report), encoding="utf-8")
+    report_write(out.parent, out.name, report, render(report))
     print(render(report))
     return 0

@@ -89,6 +89,7 @@ import uuid
 from pathlib import Path
 
 from bench.corpora import ROOT
+from bench.stats import report_write
 
 #: Configuration → the worker's RERUN_CPU_PRIORITY (None: no worker).
 CONFIGS = {"no worker": None, "normal": "normal", "idle": "idle", "no worker again": None}
@@ -606,9 +607,7 @@ def main(argv: list[str] | None = None) -> int:
               "wall_s": round(time.perf_counter() - began, 1), "summary": summaries,
               "ratios": ratios(summaries), "runs": [{"config": r["config"], "rows": r["rows"]} for r in results]}
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    out.with_suffix(".md").write_text(render(report), encoding="utf-8")
+    report_write(out.parent, out.name, report, render(report))
     print(render(report))
     print(f"[ward] wall {report['wall_s']} s; logs in {scratch}")
     return 0
@@ -764,9 +763,7 @@ def clinician_ttft_main(argv: list[str] | None = None) -> int:
     report = {"command": "python -m bench clinician_ttft " + " ".join(sys.argv[1:] if argv is None else argv),
               "sentences": len(texts), "summary": [ttft_summary(r) for r in results], "runs": results}
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    out.with_suffix(".md").write_text(ttft_render(report), encoding="utf-8")
+    report_write(out.parent, out.name, report, ttft_render(report))
     print(ttft_render(report))
     return 0
 
