@@ -25,7 +25,11 @@ sentences in every configuration) in a closed loop: the next as soon as the
 previous one's ``done`` frame arrives, none sent after ``--max-load-s``; an
 unmeasured pass of the same load runs once before the first configuration
 (``--no-warmup-pass`` skips it: the first pass after start took 2.4x the
-engine's CPU seconds of later ones here).
+engine's CPU seconds of later ones here). ``--pace-s S`` paces the load
+instead: each clinician sends one sentence every S seconds (a clinician at
+the bedside), staggered, for ``--max-load-s``; the report adds each
+configuration's decode rate (tokens/s after the first token), the slowest
+verification and the gated texts still unverified at the end.
 TTFT (translate frame sent → first ``token`` frame) and E2E (→ ``done``) at
 the client. The sockets stay open for up to ``--drain-s`` more seconds while
 the worker verifies what the gate queued; done → verified is timed at the
@@ -171,12 +175,14 @@ class Clinician:
 
 
 async def ward_load(server, sessions: list[str], texts: list[list[str]], max_load_s: float,
-                    drain_s: float, on_load_end=lambda: None) -> dict:
+                    drain_s: float, on_load_end=lambda: None, pace_s: float = 0) -> dict:
     """Every clinician translates its texts in a closed loop (none sent
-    after ``max_load_s``); ``on_load_end()`` is called when the last
-    translation is done; then the sockets wait up to ``drain_s`` for the
-    verifications the gate queued. Returns rows, the load's wall time and
-    the drain's."""
+    after ``max_load_s``), or, with ``pace_s`` > 0, one every ``pace_s``
+    seconds (the clinicians staggered evenly over the first ``pace_s``; a
+    translation that takes longer delays the next one, never overlaps it);
+    ``on_load_end()`` is called when the last translation is done; then the
+    sockets wait up to ``drain_s`` for the verifications the gate queued.
+    Returns rows, the load's wall time and the drain's."""
     from websockets.asyncio.client import connect
 
     clinicians = [Clinician(await connect(
@@ -185,14 +191,20 @@ async def ward_load(server, sessions: list[str], texts: list[list[str]], max_loa
     rows: list[dict] = []
     started = time.perf_counter()
 
-    async def one(clinician: Clinician, own: list[str]) -> None:
-        for text in own:
-            if time.perf_counter() - started > max_load_s:
+    async def one(clinician: Clinician, own: list[str], offset_s: float) -> None:
+        for k, text in enumerate(own):
+            if pace_s > 0:
+                due = offset_s + k * pace_s
+                if due > max_load_s:
+                    break
+                await asyncio.sleep(max(0.0, started + due - time.perf_counter()))
+            elif time.perf_counter() - started > max_load_s:
                 break
             rows.append(await clinician.translate(text) | {"client": clinicians.index(clinician)})
 
     try:
-        await asyncio.gather(*(one(c, own) for c, own in zip(clinicians, texts)))
+        await asyncio.gather(*(one(c, own, i * pace_s / len(clinicians))
+                               for i, (c, own) in enumerate(zip(clinicians, texts))))
         load_end = time.perf_counter()
         on_load_end()
         queued = {r["id"] for r in rows if r["verification"] == "pending"}
@@ -382,12 +394,19 @@ def summary(name: str, result: dict) -> dict:
     queued = [r for r in ok if r["verification"] == "pending"]
     verified = [r["verified_s"] for r in queued if r["verified_s"] is not None]
     waited = percentiles(verified)
+    # Decode rate of one translation: the tokens after the first over the
+    # time after the first token (tokens/s).
+    decode = percentiles([(r["tokens_out"] - 1) / ((r["e2e_ms"] - r["ttft_ms"]) / 1000) for r in ok
+                          if (r.get("tokens_out") or 0) > 1 and r["e2e_ms"] > r["ttft_ms"]])
     return {"config": name, "priority": result["priority"], "translations": len(ok),
             "errors": len(rows) - len(ok), "error_samples": sorted({r["error"] for r in rows if r["error"]})[:3],
             "ttft_p50": ttft["p50"], "ttft_p95": ttft["p95"], "e2e_p50": e2e["p50"], "e2e_p95": e2e["p95"],
             "reruns_queued": len(queued), "verified": len(verified),
             "verification_failed": sum(1 for r in queued if r["verification_failed"]),
             "verified_p50_s": waited["p50"], "verified_p95_s": waited["p95"],
+            "verified_max_s": max(verified) if verified else None,
+            "waiting_at_end": sum(1 for r in queued if r["verified_s"] is None and not r["verification_failed"]),
+            "decode_tps_p50": round(decode["p50"], 1) if decode["p50"] is not None else None,
             "verified_during_load": sum(1 for r in queued if r["verified_s"] is not None
                                         and r["done_at"] + r["verified_s"] <= result["load_s"]),
             "load_s": result["load_s"], "drain_s": result["drain_s"],
@@ -401,8 +420,8 @@ def ratios(summaries: list[dict]) -> dict[str, dict[str, float | None]]:
     base = next((s for s in summaries if s["config"] == BASELINE), None)
     out = {}
     for s in summaries:
-        out[s["config"]] = {key: (round(s[key] / base[key], 2) if base and s[key] and base[key] else None)
-                            for key in ("ttft_p50", "ttft_p95", "e2e_p50", "e2e_p95")}
+        out[s["config"]] = {key: (round(s[key] / base[key], 2) if base and s.get(key) and base.get(key) else None)
+                            for key in ("ttft_p50", "ttft_p95", "e2e_p50", "e2e_p95", "decode_tps_p50")}
     return out
 
 
@@ -414,13 +433,16 @@ def render(report: dict) -> str:
     """The Markdown report."""
     summaries, ratio = report["summary"], report["ratios"]
     lines = [
-        "# A ward at once: the re-run worker's CPU priority", "",
+        ("# A ward at a clinician's pace: verification while clinicians translate" if report.get("pace_s")
+         else "# A ward at once: the re-run worker's CPU priority"), "",
         f"Command: `{report['command'].strip()}`. Host: {report['host']}. The stack as `make run` starts it: "
         f"`python -m clinical.serve` ({report['engine']}), Redis, and per configuration no re-run worker, or a real "
         f"Celery worker ({report['rerun_engine']}) at `RERUN_CPU_PRIORITY=normal` or `idle`, measured once its "
         f"engine reported ready. {report['clients']} logged-in clinicians, one WebSocket each, translate "
-        f"{report['per_client']} laymaker-dev sentences each (`ORIGINAL`, the same in every configuration) in a "
-        f"closed loop; TTFT and E2E at the client. The sockets then wait up to {report['drain_s']} s for the "
+        f"up to {report['per_client']} laymaker-dev sentences each (`ORIGINAL`, the same in every configuration) "
+        + (f"one every {report['pace_s']} s each, for {report['max_load_s']} s"
+           if report.get("pace_s") else "in a closed loop")
+        + f"; TTFT and E2E at the client. The sockets then wait up to {report['drain_s']} s for the "
         "verifications the gate queued (done → verified at the client)."
         + (f" Before the first configuration, one unmeasured warm-up pass of the same load "
            f"({report['warmup_pass']['load_s']} s, TTFT P50 / P95 {report['warmup_pass']['ttft_p50']} / "
@@ -441,6 +463,11 @@ def render(report: dict) -> str:
             + (f"{s['verified']} / {s['verification_failed']} ({s['verified_during_load']}) | " if s["priority"]
                else "– | ")
             + f"{_cell(s['verified_p50_s'])} / {_cell(s['verified_p95_s'])} | {s['load_s']} |")
+    lines += ["", "| configuration | decode tokens/s P50 (vs no worker) | done → verified max (s) | "
+              "still waiting at the end |", "|---|---|---|---|"]
+    for s in summaries:
+        lines.append(f"| {s['config']} | {_cell(s.get('decode_tps_p50'))} ({_cell(ratio[s['config']].get('decode_tps_p50'), '×')}) | "
+                     f"{_cell(s.get('verified_max_s'))} | {s.get('waiting_at_end', '–') if s['priority'] else '–'} |")
     processes = [p for p in ("daphne", "worker", "engine core") if any(p in s["peak_rss_gib"] for s in summaries)]
     cpus = processes + [p for p in ("bench clients", "other") if any(p in s["cpu_s_during_load"] for s in summaries)]
     lines += ["", "Peak resident memory (GiB) per process (the engine core with its own children) and CPU seconds "
@@ -513,7 +540,7 @@ def run_config(name: str, priority: str | None, server, env: dict[str, str], ses
     sampler = Sampler(targets).start()
     try:
         result = asyncio.run(ward_load(server, sessions, texts, args.max_load_s,
-                                       args.drain_s if worker is not None else 0, sampler.mark))
+                                       args.drain_s if worker is not None else 0, sampler.mark, args.pace_s))
     finally:
         sampler.stop()
         if worker is not None:
@@ -532,6 +559,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-client", type=int, default=3, help="sentences each clinician translates")
     parser.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated: " + ", ".join(CONFIGS))
     parser.add_argument("--max-load-s", type=float, default=300, help="no translation is sent after this")
+    parser.add_argument("--pace-s", type=float, default=0,
+                        help="each clinician sends one sentence every this many seconds (0: a closed loop)")
     parser.add_argument("--drain-s", type=float, default=180, help="wait this long at most for verifications")
     parser.add_argument("--ready-timeout-s", type=float, default=600)
     parser.add_argument("--warmup-timeout-s", type=float, default=600)
@@ -588,7 +617,7 @@ def main(argv: list[str] | None = None) -> int:
         warmup = None
         if args.warmup_pass:
             print(f"[ward] warm-up pass ({time.perf_counter() - began:.0f} s)", flush=True)
-            passed = asyncio.run(ward_load(server, sessions, texts, args.max_load_s, 0))
+            passed = asyncio.run(ward_load(server, sessions, texts, args.max_load_s, 0, pace_s=args.pace_s))
             warmup = summary("warm-up pass", passed | {"priority": None, "peak_rss_gib": {}, "cpu_s_during_load": {},
                                                        "policies": {}, "worker_ready_s": None})
             warmup = {k: warmup[k] for k in ("translations", "errors", "ttft_p50", "ttft_p95", "load_s")}
@@ -604,6 +633,7 @@ def main(argv: list[str] | None = None) -> int:
               "host": host, "engine": engine,
               "rerun_engine": "fake" if fake else "vLLM float32, the default model's fp32 copy",
               "clients": args.clients, "per_client": args.per_client, "drain_s": args.drain_s, "warmup_pass": warmup,
+              "pace_s": args.pace_s, "max_load_s": args.max_load_s,
               "wall_s": round(time.perf_counter() - began, 1), "summary": summaries,
               "ratios": ratios(summaries), "runs": [{"config": r["config"], "rows": r["rows"]} for r in results]}
     out = Path(args.out)
