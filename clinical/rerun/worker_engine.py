@@ -121,13 +121,18 @@ def rerun_engine_config() -> EngineConfig:
     the replicas' ``INFERENCE_DEVICE`` (``cpu`` keeps it off a GPU the host
     has; ``cuda`` refuses to start without one).
 
+    A llama.cpp re-run engine keeps its prefix snapshots in memory only
+    (``prefix_state_dir`` empty): the re-run's prompts may hold the fast
+    text before their last message, and no state derived from clinical
+    text is written to disk.
+
     Raises:
         RerunModelRefused: see :func:`rerun_model`.
     """
     return EngineConfig(engine=settings.RERUN_ENGINE, model=rerun_model(), dtype=settings.RERUN_DTYPE,
                         quantization="none", n_ctx=settings.INFERENCE_N_CTX, device=settings.INFERENCE_DEVICE,
                         gpu_memory_utilization=settings.RERUN_GPU_MEMORY_UTILIZATION,
-                        gpu_memory_setting="RERUN_GPU_MEMORY_UTILIZATION")
+                        gpu_memory_setting="RERUN_GPU_MEMORY_UTILIZATION", prefix_state_dir="")
 
 
 def rerun_engine_device() -> str:

@@ -37,3 +37,14 @@ def test_inference_device_cuda_without_a_gpu_is_refused_for_the_rerun_too(vllm_r
     assert rerun_engine_config().device == "cuda"
     with pytest.raises(ValueError, match="INFERENCE_DEVICE=cuda, but torch sees no CUDA device"):
         rerun_engine_device()
+
+
+def test_a_llamacpp_rerun_engine_writes_no_prefix_state_to_disk(settings, monkeypatch, tmp_path):
+    """The re-run's prompts may hold the fast text before their last
+    message: their KV states stay in memory, whatever the folder setting."""
+    monkeypatch.setenv("INFERENCE_PREFIX_STATE_DIR", str(tmp_path))
+    settings.RERUN_ENGINE, settings.RERUN_MODEL = "llamacpp", str(smollm2_gguf_path())
+    assert factory.EngineConfig().prefix_state_dir == str(tmp_path)  # the web engine's
+    assert rerun_engine_config().prefix_state_dir == ""
+    engine = factory.create_engine(rerun_engine_config())
+    assert engine.prefix_state_dir is None
