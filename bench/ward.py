@@ -398,7 +398,7 @@ def summary(name: str, result: dict) -> dict:
     # Output rate of one translation: the tokens after the first over the
     # time from the first token to the done frame (tokens/s; the checks that
     # run before "done" included, so below the engine's decode rate).
-    decode = percentiles([(r["tokens_out"] - 1) / ((r["e2e_ms"] - r["ttft_ms"]) / 1000) for r in ok
+    output_rate = percentiles([(r["tokens_out"] - 1) / ((r["e2e_ms"] - r["ttft_ms"]) / 1000) for r in ok
                           if (r.get("tokens_out") or 0) > 1 and r["e2e_ms"] > r["ttft_ms"]])
     return {"config": name, "priority": result["priority"], "translations": len(ok),
             "errors": len(rows) - len(ok), "error_samples": sorted({r["error"] for r in rows if r["error"]})[:3],
@@ -408,7 +408,7 @@ def summary(name: str, result: dict) -> dict:
             "verified_p50_s": waited["p50"], "verified_p95_s": waited["p95"],
             "verified_max_s": max(verified) if verified else None,
             "waiting_at_end": sum(1 for r in queued if r["verified_s"] is None and not r["verification_failed"]),
-            "decode_tps_p50": round(decode["p50"], 1) if decode["p50"] is not None else None,
+            "output_tps_p50": round(output_rate["p50"], 1) if output_rate["p50"] is not None else None,
             "verified_during_load": sum(1 for r in queued if r["verified_s"] is not None
                                         and r["done_at"] + r["verified_s"] <= result["load_s"]),
             "load_s": result["load_s"], "drain_s": result["drain_s"],
@@ -423,7 +423,7 @@ def ratios(summaries: list[dict]) -> dict[str, dict[str, float | None]]:
     out = {}
     for s in summaries:
         out[s["config"]] = {key: (round(s[key] / base[key], 2) if base and s.get(key) and base.get(key) else None)
-                            for key in ("ttft_p50", "ttft_p95", "e2e_p50", "e2e_p95", "decode_tps_p50")}
+                            for key in ("ttft_p50", "ttft_p95", "e2e_p50", "e2e_p95", "output_tps_p50")}
     return out
 
 
@@ -468,7 +468,7 @@ def render(report: dict) -> str:
     lines += ["", "| configuration | output tokens/s P50, first token to done (vs no worker) | done → verified max (s) | "
               "still waiting at the end |", "|---|---|---|---|"]
     for s in summaries:
-        lines.append(f"| {s['config']} | {_cell(s.get('decode_tps_p50'))} ({_cell(ratio[s['config']].get('decode_tps_p50'), '×')}) | "
+        lines.append(f"| {s['config']} | {_cell(s.get('output_tps_p50'))} ({_cell(ratio[s['config']].get('output_tps_p50'), '×')}) | "
                      f"{_cell(s.get('verified_max_s'))} | {s.get('waiting_at_end', '–') if s['priority'] else '–'} |")
     processes = [p for p in ("daphne", "worker", "engine core") if any(p in s["peak_rss_gib"] for s in summaries)]
     cpus = processes + [p for p in ("bench clients", "other") if any(p in s["cpu_s_during_load"] for s in summaries)]

@@ -29,7 +29,7 @@ def test_each_configuration_is_compared_with_the_no_worker_baseline_of_the_same_
     assert (idle["reruns_queued"], idle["verified"], idle["verified_p50_s"]) == (2, 1, 5.0)
     assert idle["verified_during_load"] == 1  # done at 0 s + 5 s, inside the 60 s load
     assert ratios(summaries)["idle"] == {"ttft_p50": 2.0, "ttft_p95": 2.0, "e2e_p50": 1.0, "e2e_p95": 1.0,
-                                         "decode_tps_p50": None}  # no token counts in these rows
+                                         "output_tps_p50": None}  # no token counts in these rows
     assert idle["waiting_at_end"] == 1 and idle["verified_max_s"] == 5.0
     report = {"command": "python -m bench ward", "host": "`vm`, 2 cores", "engine": "llamacpp, m.gguf, q4_k_m",
               "rerun_engine": "vLLM float32", "clients": 8, "per_client": 3, "drain_s": 30.0,
@@ -46,7 +46,7 @@ def test_each_configuration_is_compared_with_the_no_worker_baseline_of_the_same_
     assert text.endswith("Reading: idle costs nothing.\n")
 
 
-def test_a_paced_run_reports_the_decode_rate_and_the_texts_still_waiting():
+def test_a_paced_run_reports_the_output_rate_and_the_texts_still_waiting():
     base = result(None, [100, 100, 100], [1100, 2100, 1100], [None] * 3)
     slow = result("idle", [100, 100, 100], [2100, 4100, 2100], [30.0, None, None])
     for rows in (base["rows"], slow["rows"]):
@@ -54,9 +54,9 @@ def test_a_paced_run_reports_the_decode_rate_and_the_texts_still_waiting():
             row["tokens_out"] = 21  # 20 tokens after the first
     slow["rows"][1]["verification_failed"] = True
     summaries = [summary("no worker", base), summary("idle", slow)]
-    assert summaries[0]["decode_tps_p50"] == 20.0  # 20 tokens in 1 s
-    assert summaries[1]["decode_tps_p50"] == 10.0
-    assert ratios(summaries)["idle"]["decode_tps_p50"] == 0.5
+    assert summaries[0]["output_tps_p50"] == 20.0  # 20 tokens in 1 s
+    assert summaries[1]["output_tps_p50"] == 10.0
+    assert ratios(summaries)["idle"]["output_tps_p50"] == 0.5
     assert summaries[1]["waiting_at_end"] == 0  # one verified, one failed
     report = {"command": "python -m bench ward --pace-s 30", "host": "`vm`", "engine": "llamacpp",
               "rerun_engine": "vLLM float32", "clients": 1, "per_client": 20, "drain_s": 300.0,
