@@ -219,8 +219,11 @@ def rss_gib(pid: int, *, children: bool = True) -> float:
     return total / GIB
 
 
-def readyz_wait(base_url: str, status: int, timeout_s: float, *, interval_s: float = 0.2) -> tuple[float, dict]:
-    """Poll ``GET {base_url}/readyz`` until it answers ``status``.
+def readyz_wait(base_url: str, status: int, timeout_s: float, *, interval_s: float = 0.2,
+                answers: list[dict] | None = None) -> tuple[float, dict]:
+    """Poll ``GET {base_url}/readyz`` until it answers ``status``; each
+    answer on the way (``{"s": seconds from the call, "code": HTTP status}``
+    and its JSON body) is appended to ``answers`` when given.
 
     Returns:
         (seconds from the call until that answer, its JSON body).
@@ -236,6 +239,8 @@ def readyz_wait(base_url: str, status: int, timeout_s: float, *, interval_s: flo
             try:
                 response = client.get(base_url + "/readyz")
                 last = response.status_code
+                if answers is not None:
+                    answers.append({"s": round(time.monotonic() - started, 1), "code": last} | response.json())
                 if response.status_code == status:
                     return time.monotonic() - started, response.json()
             except httpx.TransportError as exc:

@@ -42,26 +42,15 @@ def readyz_timeline(base_url: str, started: float, timeout_s: float) -> dict:
     """Poll ``/readyz`` (every 0.5 s) until 200. Returns seconds from
     ``started`` (a ``time.perf_counter()``) to the first ``warming`` answer
     and to the 200, and the warming answers seen."""
-    import httpx
+    from bench.processes import readyz_wait
 
-    first_warming, warming = None, 0
-    deadline = time.perf_counter() + timeout_s
-    with httpx.Client(timeout=120) as client:
-        while time.perf_counter() < deadline:
-            try:
-                response = client.get(base_url + "/readyz")
-            except httpx.TransportError:
-                time.sleep(0.5)
-                continue
-            status = response.json().get("status")
-            if status == "warming":
-                warming += 1
-                first_warming = first_warming or round(time.perf_counter() - started, 1)
-            if response.status_code == 200:
-                return {"ready_s": round(time.perf_counter() - started, 1), "warming_from_s": first_warming,
-                        "warming_answers": warming}
-            time.sleep(0.5)
-    raise TimeoutError(f"/readyz not 200 within {timeout_s} s")
+    offset = time.perf_counter() - started
+    answers: list[dict] = []
+    ready_s, _ = readyz_wait(base_url, 200, timeout_s, interval_s=0.5, answers=answers)
+    warming = [answer["s"] for answer in answers if answer.get("status") == "warming"]
+    return {"ready_s": round(offset + ready_s, 1),
+            "warming_from_s": round(offset + warming[0], 1) if warming else None,
+            "warming_answers": len(warming)}
 
 
 def run_server(name: str, env: dict[str, str], session: str, texts: list[str], log_dir: Path,

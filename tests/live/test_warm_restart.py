@@ -5,11 +5,9 @@ server did (real Daphne, SmolLM2 on llama.cpp)."""
 
 from __future__ import annotations
 
-import time
-
-import httpx
 import pytest
 
+from bench.processes import readyz_wait
 from inference.weights import smollm2_gguf_path
 from tests.data import laymaker_sentences
 from tests.frames import translate_over_socket
@@ -22,15 +20,8 @@ CLUSTERS = 4
 def readyz_until_ready(base_url: str, timeout_s: float = 240) -> list[dict]:
     """Every /readyz answer (status code and body) until a 200."""
     seen: list[dict] = []
-    deadline = time.monotonic() + timeout_s
-    with httpx.Client(timeout=120) as client:
-        while time.monotonic() < deadline:
-            response = client.get(base_url + "/readyz")
-            seen.append({"code": response.status_code} | response.json())
-            if response.status_code == 200:
-                return seen
-            time.sleep(0.1)
-    raise AssertionError(f"/readyz not 200 within {timeout_s} s: {seen[-3:]}")
+    readyz_wait(base_url, 200, timeout_s, interval_s=0.1, answers=seen)
+    return seen
 
 
 def streamed_text(frames: list[dict]) -> str:
