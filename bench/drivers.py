@@ -513,12 +513,6 @@ class StackDriver(Driver):
             "VLLM_CPU_OMP_THREADS_BIND": self.cpu_bind or "auto",
             "MAX_OUTPUT_TOKENS": str(max_tokens),
             "INFERENCE_IGNORE_EOS": "1" if ignore_eos else "",
-            # The same engine work as the other drivers: no glossary
-            # definitions generated after the text (up to GLOSSARY_MAX_TOKENS
-            # more tokens per translation, which would hold the engine
-            # while the next request waits); the page then shows the
-            # vocabulary's definitions.
-            "GLOSSARY_GENERATE": "0",
             # The same prompt as the other drivers (build_messages, one
             # request per text): the product's cluster prompt would split a
             # Cochrane abstract into sentences, one request each
@@ -552,7 +546,7 @@ class StackDriver(Driver):
         self._output = wanted
         self.settings = {**body, "engine_log": engine_log_facts(server.logs()),
                          **{k: env[k] for k in ("MAX_OUTPUT_TOKENS", "INFERENCE_IGNORE_EOS", "ENGINE_MAX_QUEUE",
-                                                 "INFERENCE_THREADS", "GLOSSARY_GENERATE")}}
+                                                 "INFERENCE_THREADS")}}
 
     async def _socket(self):
         from websockets.asyncio.client import connect

@@ -69,7 +69,7 @@ WebSocket. TTFT is measured at the client (translate frame sent → first
 ``done`` frame's ``tokens_in`` gives the prompt length. The sentences are
 the first sentences (at most 40 words) of Cochrane val abstracts: real
 text that is not in the example pool. No re-run worker runs (the ward
-benchmark measures the lane's cost); the glossary runs as in the product.
+benchmark measures the lane's cost).
 
 Writes ``<out>.json`` and ``<out>.md`` (default
 ``docs/benchmarks/clinician-ttft``). Needs Redis (``REDIS_URL``) and uses
@@ -168,7 +168,7 @@ class Clinician:
                 row.update(error=f"{kind}:{frame.get('code') or frame.get('error') or ''}",
                            e2e_ms=round((now - sent) * 1000, 1))
                 return row
-            # glossary frames (of this or an earlier translation) are skipped
+            # other frames (checking, verifying, an earlier translation's) are skipped
 
     async def close(self) -> None:
         await self.socket.close()
@@ -690,7 +690,7 @@ async def one_clinician(server, session: str, texts: list[str]) -> list[dict]:
             row["ttft_ms"] = round((first - sent) * 1000, 1) if first is not None else None
             row["e2e_ms"] = round((time.perf_counter() - sent) * 1000, 1)
             results.append(row)
-            await asyncio.sleep(0.5)  # a clinician reads before the next one; the glossary job runs
+            await asyncio.sleep(0.5)  # a clinician reads before the next one
     return results
 
 
@@ -784,7 +784,6 @@ def clinician_ttft_main(argv: list[str] | None = None) -> int:
     # (TRANSLATE_RATE_PER_USER, 30/minute) counts across the runs, and a
     # fast host sent the second run's 11th sentence within the first's minute.
     env, sessions = prepare_stack(database_url, len(configs), run)
-    env |= {"GLOSSARY_GENERATE": os.environ.get("GLOSSARY_GENERATE", "1")}
     texts = ttft_sentences(args.sentences)
     results = []
     try:

@@ -418,12 +418,9 @@ PROMPT_CLUSTER_WARMUP = env_bool("PROMPT_CLUSTER_WARMUP", True)
 for _name in ("PROMPT_CLUSTERS", "PROMPT_CLUSTER_EXAMPLES", "PROMPT_RETRIEVED_K", "PROMPT_MAX_SENTENCES"):
     if globals()[_name] < 0:  # PROMPT_CLUSTERS above the pool's 175 rows fails at the first use
         raise ImproperlyConfigured(f"{_name} must be >= 0")
-# Glossary: at most this many terms; plain definitions written by the engine
-# after the main text (GLOSSARY_GENERATE, GLOSSARY_MAX_TOKENS), else the
-# vocabulary's own definitions.
+# Glossary: at most this many terms, each defined by a vetted vocabulary
+# (HPO, the drug dictionary: clinical/quality/glossary.py), never by the model.
 GLOSSARY_MAX_TERMS = int(os.environ.get("GLOSSARY_MAX_TERMS", "8"))
-GLOSSARY_GENERATE = env_bool("GLOSSARY_GENERATE", True)
-GLOSSARY_MAX_TOKENS = int(os.environ.get("GLOSSARY_MAX_TOKENS", "192"))
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
 CELERY_TASK_IGNORE_RESULT = True

@@ -83,7 +83,8 @@ class GenerationParams:
             shared generator, so a sampled text depends on the order of
             requests). Ignored when greedy.
         background: best-effort work that yields to interactive requests
-            (the glossary step after a translation). On an engine that runs
+            (the model's own check of a finished text, the prefix warm-up).
+            On an engine that runs
             one request at a time, queued interactive requests go before
             queued background ones, and an interactive request that arrives
             while a background one runs stops it at its next token: that

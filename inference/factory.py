@@ -56,7 +56,7 @@ class EngineConfig:
         prefix_snapshots: llama.cpp KV-cache snapshots of instruction
             prefixes kept (:mod:`inference.llamacpp_prefix`): one per
             instruction set in use (each example cluster's prefix, the
-            one-example prompt per grade and language, the glossary's).
+            one-example prompt per grade and language, the self-check's).
             Each takes about 28 KiB per prefix token for Qwen2.5-1.5B in
             f16 (a 600-token cluster prefix: about 16 MiB; 32 of them about
             0.5 GiB). Read from ``INFERENCE_PREFIX_SNAPSHOTS`` when not

@@ -48,6 +48,20 @@ def hpo_obo_path() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "data" / "hp.obo"
 
 
+@functools.cache
+def hpo_data_version() -> str:
+    """The ontology release of the installed ``hp.obo``: its header's
+    ``data-version`` without the ``hp/releases/`` path ("2025-01-16"), or
+    "" when the header has none (read once per process, header lines only)."""
+    with hpo_obo_path().open(encoding="utf-8") as obo:
+        for line in obo:
+            if not line.strip() or line.startswith("["):  # the header ends at the first stanza
+                break
+            if line.startswith("data-version:"):
+                return line.partition(":")[2].strip().rsplit("/", 1)[-1]
+    return ""
+
+
 def _first_sentence(definition: str) -> str:
     quoted = re.match(r'"(.*?)(?<!\\)"', definition)
     text = (quoted.group(1) if quoted else definition).replace('\\"', '"').strip()

@@ -66,12 +66,13 @@ sequence, and changes the requests' outputs (above). And copying a holder
 between streams (``llama_memory_seq_cp``) copies the whole source stream,
 ``seq_tokens`` cells, where a snapshot writes only the prefix's cells.
 
-Background requests (``GenerationParams.background``, the glossary step)
+Background requests (``GenerationParams.background``: the model's own
+check, the prefix warm-up)
 keep the serial engine's contract: they join the batch only while no
 interactive request is running or waiting, and an interactive arrival stops
 every running background request at the next step (its stream raises
 :class:`~inference.base.EnginePreempted`). On two cores every extra row in a
-step costs the clinicians' time per token, so glossary work is kept out of
+step costs the clinicians' time per token, so background work is kept out of
 their batches rather than batched alongside at a lower priority.
 """
 

@@ -16,13 +16,13 @@ Two priorities (``GenerationParams.background``):
 
 * interactive requests (the default) run in arrival order (FIFO), before
   every queued background request;
-* a background request (the glossary step) runs only when no interactive
+* a background request (the model's own check, the prefix warm-up) runs only when no interactive
   request is queued, and one that is running when an interactive request
   arrives is stopped at its next token, exactly like an abort: its stream
   raises :class:`~inference.base.EnginePreempted`. It is not requeued: its
   partial output is of no use, a restart would evaluate its prompt again
   and could be stopped again by the next clinician, and its caller has a
-  fallback (the glossary keeps the vocabulary definitions). So an
+  fallback (a check that did not run leaves the gate to the confidence). So an
   interactive request waits at most for the running background request's
   current step (one token, or its prompt evaluation if it is still in it),
   never for the rest of its generation.
@@ -136,7 +136,7 @@ class LlamaCppEngine(Engine):
             :meth:`Engine.admit`); ``None`` = unbounded.
         prefix_snapshots: KV-cache snapshots of instruction prefixes kept
             (:mod:`inference.llamacpp_prefix`), so a translation after a
-            glossary job, or after a sentence of another example cluster,
+            self-check, or after a sentence of another example cluster,
             does not read its instructions again; the batched engine writes
             them into each new request's sequence the same way. 0 = none.
             Default :data:`inference.llamacpp_prefix.DEFAULT_PREFIX_SNAPSHOTS`
@@ -502,7 +502,7 @@ class LlamaCppEngine(Engine):
         # The prefix is always evaluated on its own, then the rest, so a
         # cold cache, a warm one and a restored snapshot give the same
         # numbers; a prefix that is not cached comes back from a snapshot
-        # when one exists (a glossary job in between evicted it). A prefix
+        # when one exists (a self-check in between evicted it). A prefix
         # cached only in part (another cluster's instructions share the
         # system message) is read again from position 0: llama.cpp rounds
         # the same tokens differently in decode calls that start elsewhere,

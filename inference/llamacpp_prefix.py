@@ -2,7 +2,7 @@
 
 The llama.cpp engine keeps one KV cache. A translation reuses the cached
 instructions (system prompt and worked example, every message but the
-clinical text) of the request before it, but a glossary job in between
+clinical text) of the request before it, but a self-check in between
 evaluates other instructions and overwrites them, so the next translation
 would read its ~190 instruction tokens again: seconds of TTFT on a 1.5B
 model on two cores. This store keeps a copy of the cache right after an
@@ -44,7 +44,7 @@ logger = logging.getLogger(__name__)
 #: Snapshots the llama.cpp engine keeps by default (``INFERENCE_PREFIX_SNAPSHOTS``,
 #: :class:`inference.factory.EngineConfig`): the default 24 example clusters
 #: (clinical ``PROMPT_CLUSTERS``) plus the other instruction sets (the
-#: one-example prompt per grade and language, the glossary). About 28 KiB
+#: one-example prompt per grade and language, the self-check). About 28 KiB
 #: per prefix token for Qwen2.5-1.5B in f16: a cluster prefix of 300-700
 #: tokens takes 8-19 MiB, so 32 snapshots take at most about 0.6 GiB.
 DEFAULT_PREFIX_SNAPSHOTS = 32

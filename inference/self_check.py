@@ -72,7 +72,7 @@ async def self_check_run(engine: Engine, request_id: str, source: str, text: str
             suffix).
         source, text: the clinical input and its rewrite.
         background: yield to interactive requests (a clinician waiting for
-            a first word), as the glossary does.
+            a first word).
 
     Returns:
         ``P(yes)`` in [0, 1] (:func:`yes_probability`).

@@ -12,7 +12,8 @@ after loading (``model_config.quantization`` and ``dtype``), not from the
 arguments. vLLM batches concurrent requests continuously, so many
 clinicians are served at once without queueing behind each other.
 
-Background requests (``GenerationParams.background``, the glossary step) are
+Background requests (``GenerationParams.background``: the model's own check,
+the prefix warm-up) are
 batched too, so they never hold an interactive request back the way they
 would on the one-at-a-time llama.cpp engine; they are never preempted with
 :class:`~inference.base.EnginePreempted`. vLLM's own priority scheduling

@@ -68,7 +68,7 @@ class PlainLanguageOperationView(APIView):
                             status=refusal.status, headers=refusal.headers)
         events = stream.translation_events(translation=translation, engine=engine, received_ns=received_ns)
         final = await stream.translation_until_final(events)
-        stream.translation_detach(events, request_id=str(translation.request_id))  # the glossary
+        stream.translation_detach(events, request_id=str(translation.request_id))  # the stream's close
         if final.kind == stream.UNRECORDED:
             return Response(fhir.operation_outcome("transient", stream.UNRECORDED_MESSAGE),
                             status=503, headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S)})

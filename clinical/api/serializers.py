@@ -91,10 +91,17 @@ class SelfCheckSerializer(serializers.Serializer):
 
 
 class GlossaryTermSerializer(serializers.Serializer):
-    term = serializers.CharField()
-    definition = serializers.CharField()
-    source = serializers.CharField(help_text="`engine` (written by the model in plain words) or the "
-                                             "vocabulary it came from (`hpo`, `drug`).")
+    term = serializers.CharField(help_text="The term as written in the input.")
+    definition = serializers.CharField(help_text="From the vocabulary named in `source_name`; for a drug name "
+                                                 "the vocabularies have no plain definition of: `A medicine "
+                                                 "(no vetted plain definition).`")
+    source = serializers.CharField(help_text="The vocabulary: `hpo_layperson` (Human Phenotype Ontology lay "
+                                             "synonym), `hpo` (its clinical definition), `drug` (drug "
+                                             "dictionary); `engine`, which stored rows may hold, marks a "
+                                             "definition a language model wrote.")
+    source_name = serializers.CharField(help_text="The vocabulary's name for the reader, with its release "
+                                                  "where known, e.g. `Human Phenotype Ontology (lay synonym), "
+                                                  "release 2025-01-16`.")
 
 
 class VerifiedQualitySerializer(serializers.Serializer):
@@ -138,7 +145,8 @@ class TranslationSerializer(serializers.Serializer):
     rerun_reason = serializers.CharField(allow_blank=True, help_text="Why the full-precision re-run was "
                                          "queued: `low_self_check` (or `low_confidence` where the self-check "
                                          "did not run), `safety_failed`, `faithfulness_failed`, comma-separated.")
-    glossary = GlossaryTermSerializer(many=True, help_text="Medical terms of the input with short definitions.")
+    glossary = GlossaryTermSerializer(many=True, help_text="Medical terms of the input with short definitions "
+                                      "from vetted vocabularies, each naming its source.")
     verified_quality = VerifiedQualitySerializer(allow_null=True,
                                                  help_text="The re-run output's own readability, safety and "
                                                            "faithfulness checks.")

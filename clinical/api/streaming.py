@@ -10,10 +10,9 @@ where no check runs), then ``done`` (the translation, as
 and the translation: ``code`` ``engine_restarting`` with ``retry_after_s``
 when the engine died under it, else ``engine_error``,
 :func:`clinical.api.errors.translation_failure_answer`; a request refused
-before it started gets ``{"detail", "code"?}``), then ``glossary``
-(``{"id", "terms"}``) once the engine has written plain definitions. A client that disconnects
-cancels the generation (the engine request is aborted and the translation
-recorded as cancelled).
+before it started gets ``{"detail", "code"?}``); nothing follows them. A
+client that disconnects cancels the generation (the engine request is
+aborted and the translation recorded as cancelled).
 """
 
 from __future__ import annotations
@@ -73,8 +72,6 @@ async def _events(translation: Translation, engine, received_ns: int) -> AsyncIt
         elif event.kind == stream.DONE:
             yield sse("done", await database_sync_to_async(selectors.translation_api_view)(
                 translation=event.translation))
-        elif event.kind == stream.GLOSSARY:
-            yield sse("glossary", _payload(frames.glossary_frame(event.translation)))
         elif event.kind == stream.FAILED:
             body = await database_sync_to_async(selectors.translation_api_view)(translation=event.translation)
             yield sse("error", translation_failure_answer(event.translation).body(body))

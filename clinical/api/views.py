@@ -45,10 +45,9 @@ class TranslationCreateView(APIView):
                     "`started`, one `token` per piece, `checking` (`{id, sentences}`: the text is whole and "
                     "the model is checking it, not sent where no check runs), then `done` (the "
                     "translation) or `error` (`code` "
-                    "`engine_restarting` with `retry_after_s` when the engine died, else `engine_error`), then "
-                    "`glossary` (`{id, terms}`) once the engine has written plain definitions of the "
-                    "input's medical terms. Without streaming, the definitions follow the response: "
-                    "poll GET to read them.",
+                    "`engine_restarting` with `retry_after_s` when the engine died, else `engine_error`), the "
+                    "last event. The translation's `glossary` (its medical terms, each defined by a vetted "
+                    "vocabulary and naming it) comes with it.",
         responses={201: OpenApiResponse(TranslationSerializer, description="The fast text; `Retry-After` "
                                         "(s) while the full-precision verification is still to come."),
                    202: OpenApiResponse(TranslationSerializer, description="Accepted; poll `Location`, "
@@ -91,7 +90,7 @@ class TranslationCreateView(APIView):
             return Response(data, status=status.HTTP_202_ACCEPTED,
                             headers={"Location": location, **poll_headers(data)})
         final = await stream.translation_until_final(events)
-        stream.translation_detach(events, request_id=str(translation.request_id))  # the glossary: poll to read it
+        stream.translation_detach(events, request_id=str(translation.request_id))  # the stream's close
         if final.kind == stream.UNRECORDED:
             return Response({"detail": stream.UNRECORDED_MESSAGE},
                             status=status.HTTP_503_SERVICE_UNAVAILABLE,

@@ -7,7 +7,8 @@ Input: the payloads of :mod:`clinical.quality.measure` (``readability``:
 ``{"passed", "missing": [{"kind", "text"}]}``; ``faithfulness``:
 ``{"passed", "flags": [{"kind", "text", "detail"}]}``; ``self_check``:
 ``{"p_yes", "version", "threshold", "passed"}`` or ``None``; ``glossary``:
-``[{"term", "definition", "source"}]``). The measures themselves are
+``[{"term", "definition", "source", "source_name"}]``, shown with its
+source named). The measures themselves are
 computed in :mod:`clinical.quality.readability` and :mod:`clinical.quality.safety`.
 """
 

@@ -132,7 +132,9 @@ def translation_quality_payload(translation) -> dict:
     """The fast output's quality for frames and the API:
     ``{"readability", "safety", "faithfulness", "self_check", "rerun_reason",
     "glossary"}`` (``self_check``: :func:`self_check_payload`, ``None`` when
-    the model's own check did not run)."""
+    the model's own check did not run; ``glossary``:
+    :func:`clinical.quality.glossary.glossary_display`, each entry naming its
+    vocabulary)."""
     return {
         "readability": readability_payload(
             input_fkgl=translation.input_fkgl, output_fkgl=translation.output_fkgl,
@@ -145,7 +147,7 @@ def translation_quality_payload(translation) -> dict:
                                          threshold=translation.self_check_threshold,
                                          sentences=translation.sentence_checks),
         "rerun_reason": translation.rerun_reason,
-        "glossary": list(translation.glossary or []),
+        "glossary": glossary.glossary_display(translation.glossary),
     }
 
 

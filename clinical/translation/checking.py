@@ -35,8 +35,8 @@ async def translation_self_check(*, translation: Translation, engine: Engine, te
     and ``text`` is not empty; and, on a CPU engine, only while no other
     translation is waiting or running (:meth:`inference.base.Engine.interactive_queue_depth`):
     there the check costs the cores the clinicians share. Background work
-    like the glossary's: it gives way to a translation that arrives while it
-    runs, so their time to first word does not include it.
+    (``GenerationParams.background``): it gives way to a translation that
+    arrives while it runs, so their time to first word does not include it.
 
     Returns:
         P(yes) in [0, 1], or ``None`` when it did not run or gave no answer

@@ -37,7 +37,7 @@ _warmup: asyncio.Task | None = None
 #: While the example clusters' prefixes are warmed: how far it got.
 _warmup_progress: WarmupProgress | None = None
 #: Prefix snapshots left free by the cluster warm-up, for the other
-#: instruction sets (the one-example prompt, the glossary, other grades).
+#: instruction sets (the one-example prompt, the self-check, other grades).
 SNAPSHOTS_KEPT_FREE = 4
 
 

@@ -3,10 +3,9 @@ wraps: the WebSocket consumer, server-sent events, the JSON API (waiting or
 not) and FHIR.
 
 admitted → ``started`` → ``token``... → (``checking``) → ``done`` | ``failed``
-| ``unrecorded`` → (after ``done``) ``glossary`` when the engine wrote plain
-definitions. ``checking``: the text is whole and the model is checking it
-(:mod:`clinical.translation.checking`; on two CPU cores about 0.8 s a
-sentence) before it is final.
+| ``unrecorded``, and nothing after that. ``checking``: the text is whole
+and the model is checking it (:mod:`clinical.translation.checking`; on two
+CPU cores about 0.8 s a sentence) before it is final.
 
 The stream holds the translation's place under its holder's cap
 (:mod:`clinical.translation.concurrency`) until the text is final: the
@@ -42,7 +41,6 @@ from redis.exceptions import RedisError
 from clinical.models import Translation
 from clinical.runtime.log import request_id_var
 from clinical.translation import concurrency, generation
-from clinical.translation import glossary_writes as glossary
 from inference.base import Engine
 
 logger = logging.getLogger(__name__)
@@ -50,13 +48,12 @@ logger = logging.getLogger(__name__)
 #: Cancel the iterating task with this message when the clinician asked to stop.
 CANCEL_REQUESTED = generation.CANCEL_REQUESTED
 
-STARTED, TOKEN, CHECKING, DONE, FAILED, UNRECORDED, GLOSSARY = \
-    "started", "token", "checking", "done", "failed", "unrecorded", "glossary"
+STARTED, TOKEN, CHECKING, DONE, FAILED, UNRECORDED = "started", "token", "checking", "done", "failed", "unrecorded"
 #: What a client is told on ``unrecorded`` (every transport says the same).
 UNRECORDED_MESSAGE = ("The database became unreachable, so this translation could not be recorded. "
                       "Please do not use it; try again shortly.")
-#: Events after which the translation's text is final (one of them ends
-#: every stream that is not cancelled).
+#: Events after which the translation's text is final (one of them is the
+#: last event of every stream that is not cancelled).
 FINAL = frozenset({DONE, FAILED, UNRECORDED})
 
 _END = object()
@@ -99,8 +96,8 @@ def translation_events(*, translation: Translation, engine: Engine,
     completed row), ``failed`` (the engine failed; the row says ``error``)
     or ``unrecorded`` (the text was decoded but its final state could not be
     stored: database or Redis unreachable; the sweep finalises the row
-    later), then, after ``done``, ``glossary`` if the engine's plain
-    definitions changed the stored glossary.
+    later), the last event. The ``done`` row carries the glossary, from the
+    vocabularies only (:mod:`clinical.quality.glossary`).
 
     Raises:
         asyncio.CancelledError: the iterating task was cancelled; the engine
@@ -164,9 +161,6 @@ async def _events(*, translation: Translation, engine: Engine, received_ns: int)
             yield TranslationEvent(FAILED, done)
             return
         yield TranslationEvent(DONE, done)
-        before = list(done.glossary or [])
-        if await glossary.translation_glossary_explain(translation=done, engine=engine) != before:
-            yield TranslationEvent(GLOSSARY, done)
     except asyncio.CancelledError as exc:
         reason = exc.args[0] if exc.args else None
         raise
@@ -196,9 +190,9 @@ _detached: set[asyncio.Task] = set()
 
 def translation_detach(events: AsyncIterator[TranslationEvent], *, request_id: str) -> asyncio.Task:
     """Finish ``events`` in the background (the rest of the generation, or
-    the glossary after ``done``), in a fresh context so it outlives the
-    request that started it (see the module docstring). Errors are logged
-    with their class only.
+    only the stream's close after its final event), in a fresh context so it
+    outlives the request that started it (see the module docstring). Errors
+    are logged with their class only.
 
     Returns:
         The task (kept referenced here until it ends).

@@ -201,18 +201,17 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
             return
         await self.follow(translation)
         if self.task is not None and not self.task.done():
-            self.task.cancel()  # the previous one's glossary step: the new text goes first
+            self.task.cancel()  # the previous one's frames after its text (verification state)
         self.generating = True
         self.task = asyncio.create_task(self.run(translation, engine, received_ns))
 
     async def run(self, translation: Translation, engine, received_ns: int) -> None:
         """Send the translation's events as frames. The socket takes the
         next request as soon as the text is final, before the verification
-        and glossary frames. The glossary step is background work: a new
-        translate frame cancels it (start_translation), and on a
-        one-at-a-time engine another clinician's translation stops it, and
-        then no frame follows (the ``done`` frame's vocabulary definitions
-        stand)."""
+        frame; a new translate frame cancels what is left of this task
+        (start_translation). The ``done`` frame carries the glossary, from
+        the vocabularies only: no frame about this translation's text
+        follows it but the verification's."""
         events = stream.translation_events(translation=translation, engine=engine, received_ns=received_ns)
         text_final = False  # this translation's text has ended (the socket is free)
         try:
@@ -229,8 +228,6 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
                 elif event.kind == stream.DONE:
                     await self.send_json(frames.done_frame(event.translation))
                     await self.send_verification_state(event.translation)
-                elif event.kind == stream.GLOSSARY:
-                    await self.send_json(frames.glossary_frame(event.translation))
                 elif event.kind == stream.FAILED:
                     await self.send_json(frames.translation_failed_frame(event.translation))
                 elif event.kind == stream.UNRECORDED:
@@ -240,7 +237,7 @@ class TranslateConsumer(AsyncJsonWebsocketConsumer):
                         "unavailable", stream.UNRECORDED_MESSAGE, retry_after_s=admission.UNAVAILABLE_RETRY_AFTER_S))
         except asyncio.CancelledError:
             # Cancelled while its text was still coming (a cancel frame, the
-            # session's end): say so. Cancelled in its glossary step (the
+            # session's end): say so. Cancelled after its text was final (the
             # next translation started), it has nothing to say.
             if not text_final:
                 self.generating = False

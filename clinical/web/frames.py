@@ -21,15 +21,13 @@ Server → client frames:
     "queue_wait_ms", "tokens_in", "tokens_out", "tokens_per_s",
     "confidence", "finish_reason", "verification", "readability",
     "safety", "rerun_reason", "glossary"}`` (:func:`done_frame`; see
-    :func:`clinical.quality.measure.translation_quality_payload`)
+    :func:`clinical.quality.measure.translation_quality_payload`;
+    ``glossary``: ``[{"term", "definition", "source", "source_name"}]``,
+    each definition from a vetted vocabulary, :mod:`clinical.quality.glossary`)
     then, below the confidence threshold or when the safety check failed,
     ``verifying`` and later ``verified`` or ``verification_failed``
     (:func:`verification_event_frame`; the re-run worker sends its events
-    through the channel layer),
-    then ``{"type": "glossary", "id", "terms": [{"term", "definition",
-    "source"}]}`` once the engine has written plain definitions of the
-    input's medical terms (``source`` ``engine``; terms it did not define
-    keep their vocabulary definition: ``hpo_layperson``, ``hpo``, ``drug``).
+    through the channel layer).
     ``{"type": "cancelled", "id"}``
     ``{"type": "error", "code", "message", "retry_after_s"?}``
     (:func:`error_frame`) with ``code`` one of ``bad_frame``, ``empty``,
@@ -135,12 +133,6 @@ def translation_failed_frame(translation: Translation) -> dict:
     its audit record exist."""
     failure = translation_failure(translation)
     return error_frame(failure.code, failure.message, retry_after_s=failure.retry_after_s)
-
-
-def glossary_frame(translation: Translation) -> dict:
-    """``glossary``: ``{"type": "glossary", "id", "terms": [{"term",
-    "definition", "source"}]}``."""
-    return {"type": "glossary", "id": str(translation.request_id), "terms": list(translation.glossary or [])}
 
 
 REASON_MESSAGES = {

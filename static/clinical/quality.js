@@ -141,6 +141,8 @@
     return (numbers.length === 1 ? "sentence " : "sentences ") + words;
   }
 
+  // Each entry's definition comes from a vetted vocabulary, which it names
+  // (clinical.quality.glossary.glossary_display fills both in, as on the server).
   function renderGlossary(glossary) {
     const section = $("glossary");
     if (!section || glossary == null) return;  // null: keep what is shown
@@ -149,10 +151,16 @@
     glossary.forEach((entry) => {
       const row = document.createElement("div");
       const term = document.createElement("dt");
-      const definition = document.createElement("dd");
+      const item = document.createElement("dd");
+      const definition = document.createElement("span");
+      const source = document.createElement("span");
       term.textContent = entry.term;
+      definition.className = "glossary-definition";
       definition.textContent = entry.definition;
-      row.append(term, definition);
+      source.className = "glossary-source";
+      source.textContent = "Source: " + (entry.source_name || entry.source);
+      item.append(definition, " ", source);
+      row.append(term, item);
       list.append(row);
     });
     section.hidden = !glossary.length;

@@ -247,7 +247,7 @@ async def test_a_burst_of_admissions_reserves_at_most_max_queue_places(engine):
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_a_background_request_gives_way_to_a_translation(engine):
-    """Background (glossary) requests never share a batch with a
+    """Background requests (the model's own check) never share a batch with a
     translation: one that runs when a translation arrives is preempted."""
     from inference.base import EnginePreempted
 

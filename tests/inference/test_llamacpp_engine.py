@@ -121,20 +121,20 @@ async def test_a_full_queue_refuses_admission_with_a_retry_estimate(engine):
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_queued_background_work_never_turns_a_translation_away(engine):
-    """Glossary jobs fill the queue for more glossary jobs, not for a
-    translation, which would run before them anyway."""
+    """Background jobs (the model's own checks) fill the queue for more
+    background jobs, not for a translation, which would run before them anyway."""
     from inference.base import EngineBusy
 
     engine.max_queue = 1
     try:
-        stream = engine.generate("glossary-1", build_messages(laymaker_sentences()[41]),
+        stream = engine.generate("background-1", build_messages(laymaker_sentences()[41]),
                                  GenerationParams(max_tokens=64, ignore_eos=True, background=True))
         await stream.__anext__()
         assert (engine.queue_depth(), engine.interactive_queue_depth()) == (1, 0)
         with pytest.raises(EngineBusy):
             engine.admit(background=True)
         engine.admit()  # a translation is admitted
-        translation = await collect(engine, "after-glossary", laymaker_sentences()[42], max_tokens=4)
+        translation = await collect(engine, "after-background", laymaker_sentences()[42], max_tokens=4)
         assert translation[-1].finish_reason in ("stop", "length")
         await stream.aclose()
     finally:
@@ -162,7 +162,7 @@ async def stream_events(engine, request_id, text, events, **params):
 
 @pytest.mark.asyncio(loop_scope="module")
 async def test_an_interactive_request_preempts_a_running_background_one(engine):
-    """A long background request (the glossary step) is running when a
+    """A long background request is running when a
     clinician's translation arrives: the translation starts at once, without
     waiting for the background request's remaining tokens, and the
     background caller gets EnginePreempted."""
@@ -171,20 +171,20 @@ async def test_an_interactive_request_preempts_a_running_background_one(engine):
     background_tokens = 192
 
     background = asyncio.create_task(stream_events(
-        engine, "glossary-bg", sentences[50], events,
+        engine, "long-bg", sentences[50], events,
         max_tokens=background_tokens, ignore_eos=True, background=True))
-    while ("glossary-bg", "first") not in events:
+    while ("long-bg", "first") not in events:
         await asyncio.sleep(0.005)
     foreground = await stream_events(engine, "translate-fg", sentences[51], events,
                                      max_tokens=12, ignore_eos=True)
     partial = await background
 
-    assert ("glossary-bg", "preempted") in events
+    assert ("long-bg", "preempted") in events
     assert 1 <= len(partial) < background_tokens and all(d.finish_reason is None for d in partial)
     assert len(foreground) == 12 and foreground[-1].finish_reason == "length"
     # The foreground request began work after the background one stopped and
     # well before the background one could have produced its 192 tokens.
-    assert events.index(("glossary-bg", "preempted")) < events.index(("translate-fg", "first"))
+    assert events.index(("long-bg", "preempted")) < events.index(("translate-fg", "first"))
     assert len(partial) < background_tokens // 4
     assert engine.queue_depth() == 0
     # The engine works on normally afterwards (its KV cache reused correctly).
@@ -220,12 +220,12 @@ async def test_queued_interactive_requests_go_first_in_arrival_order(engine):
 
 
 @pytest.mark.asyncio(loop_scope="module")
-async def test_a_translation_after_a_glossary_job_gets_its_instructions_back_from_a_snapshot(engine):
-    """A glossary job evaluates other instructions and evicts the
+async def test_a_translation_after_a_self_check_gets_its_instructions_back_from_a_snapshot(engine):
+    """A self-check evaluates other instructions and evicts the
     translation's; the next translation writes them back from the KV-cache
     snapshot instead of reading them again, and decodes exactly as an engine
     with a cold cache does."""
-    from inference.prompts import glossary_messages
+    from inference.self_check import self_check_messages
 
     text = laymaker_sentences()[12]
     cold = LlamaCppEngine(str(smollm2_gguf_path()), n_ctx=2048, precision="q4_1", prefix_snapshots=0, max_batch=1)
@@ -237,8 +237,8 @@ async def test_a_translation_after_a_glossary_job_gets_its_instructions_back_fro
         await cold.shutdown()
 
     await collect(engine, "before", laymaker_sentences()[11], max_tokens=4)
-    async for _ in engine.generate("glossary", glossary_messages(["hypertension", "stent"]),
-                                   GenerationParams(max_tokens=8, background=True)):
+    check = self_check_messages(laymaker_sentences()[11], "Your blood pressure is high.")
+    async for _ in engine.generate("before-check", check, GenerationParams(max_tokens=1, background=True)):
         pass
     restored, evaluated = engine.prefix_snapshots.restored, engine.prefix_evaluations
     after = await collect(engine, "after", text, max_tokens=16)

@@ -120,7 +120,7 @@ async def test_two_requests_interleave_and_abort_stops_one(engine):
 
 
 async def test_background_requests_are_batched_at_a_lower_vllm_priority(engine):
-    """Background work (the glossary step) goes to vLLM's priority scheduler
+    """Background work (the model's own check) goes to vLLM's priority scheduler
     with priority 1 (interactive: 0) and is batched alongside an interactive
     request: both stream at once and neither is preempted."""
     assert engine.engine_kwargs["scheduling_policy"] == "priority"

@@ -16,6 +16,7 @@ from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import expect, sync_playwright
 
 from clinical.models import AuditEvent, Translation, TranslationEdit
+from clinical.quality.glossary import glossary_display
 from inference.weights import smollm2_gguf_path
 from tests.conftest import PASSWORD, ROOT, browser_messages, in_worker_thread, print_page_if_failed
 from tests.data import laymaker_sentences
@@ -184,8 +185,9 @@ def test_missing_facts_are_listed_next_to_the_text_and_spanish_gets_its_own_meas
         daphne_server, clinician, ui_page):
     """An answer that drops the dose and the drug of the input: the safety
     panel lists both beside the text, the model's own check (answering 0.3,
-    under the site's 0.6) says it doubts it, the glossary explains the drug
-    under it; a Spanish explanation is measured with Szigriszt-Pazos, not FKGL."""
+    under the site's 0.6) says it doubts it, the glossary lists the drug
+    under it, saying that no vetted vocabulary defines it in plain words, and
+    names each entry's source; a Spanish explanation is measured with Szigriszt-Pazos, not FKGL."""
     server = daphne_server(INFERENCE_ENGINE="fake", FAKE_ENGINE_ANSWER="Your doctor will start a new medicine.",
                            FAKE_ENGINE_SELF_CHECK="0.3", SELF_CHECK_THRESHOLD="0.6")
     page = ui_page
@@ -210,7 +212,11 @@ def test_missing_facts_are_listed_next_to_the_text_and_spanish_gets_its_own_meas
     assert row.glossary, "the glossary found no term"
     expect(page.locator("#glossary")).to_be_visible()
     expect(page.locator("#glossary-list dt")).to_have_text([entry["term"] for entry in row.glossary])
-    expect(page.locator("#glossary-list dd")).to_have_text([entry["definition"] for entry in row.glossary])
+    shown = glossary_display(row.glossary)  # a drug without a vetted definition says so
+    expect(page.locator("#glossary-list .glossary-definition")).to_have_text([e["definition"] for e in shown])
+    expect(page.locator("#glossary-list .glossary-source")).to_have_text(
+        ["Source: " + e["source_name"] for e in shown])
+    assert "A medicine (no vetted plain definition)." in [e["definition"] for e in shown]  # amitriptyline
     glossary_box = page.locator("#glossary").bounding_box()
     assert glossary_box["y"] > text_box["y"] + text_box["height"]  # under the translation
     assert_accessible(page, "main page, safety check failed")

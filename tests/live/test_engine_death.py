@@ -37,7 +37,6 @@ VLLM_ENV = {
     # A stream long enough to be killed in the middle of.
     "INFERENCE_IGNORE_EOS": "1",
     "MAX_OUTPUT_TOKENS": "200",
-    "GLOSSARY_GENERATE": "0",
     "CONFIDENCE_THRESHOLD": "0",
     "SAFETY_RERUN": "0",
     "FAITHFULNESS_RERUN": "0",

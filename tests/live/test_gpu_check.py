@@ -25,7 +25,6 @@ DEPLOYED = {
     "INFERENCE_N_CTX": "2048",
     "RERUN_MODEL": "",
     "ENGINE_REBUILD_BACKOFF_S": "1",
-    "GLOSSARY_GENERATE": "0",
 }
 
 

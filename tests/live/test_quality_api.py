@@ -1,5 +1,5 @@
-"""Readability and the safety check in the REST API of a real server:
-returned on create and poll, and documented in the OpenAPI schema."""
+"""Readability, the safety check and the glossary in the REST API of a
+real server: returned on create and poll, and documented in the OpenAPI schema."""
 
 from __future__ import annotations
 
@@ -25,6 +25,12 @@ def test_api_returns_reading_level_and_safety_and_documents_them(daphne_server):
         assert body["rerun_reason"] == "safety_failed"
         assert body["readability"]["measure"] == "fkgl" and body["readability"]["input_fkgl"] > 0
         assert body["verified_quality"] is None
+        glossary = {term["term"].lower(): term for term in body["glossary"]}
+        assert glossary["metoprolol"]["definition"] == "A medicine (no vetted plain definition)."
+        assert glossary["metoprolol"]["source_name"].startswith("drug dictionary (drug-named-entity-recognition ")
+        assert all(term["source_name"] and term["source"] != "engine" for term in body["glossary"])
     schema = client.get("/schema/", headers={"Accept": "application/vnd.oai.openapi+json"}).json()
     properties = schema["components"]["schemas"]["Translation"]["properties"]
     assert {"readability", "safety", "rerun_reason", "glossary", "verified_quality"} <= set(properties)
+    glossary_term = schema["components"]["schemas"]["GlossaryTerm"]["properties"]
+    assert {"term", "definition", "source", "source_name"} <= set(glossary_term)

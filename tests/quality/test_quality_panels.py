@@ -82,7 +82,9 @@ def test_a_claimed_organ_failure_is_shown_with_its_label():
 def test_detail_page_shows_fkgl_and_the_missing_facts_next_to_the_text(client, clinician):
     row = measured_translation(clinician, output="Your doctor felt your liver.",
                                glossary=[{"term": "costal margin", "definition": "the lower edge of the ribs",
-                                          "source": "test"}])
+                                          "source": "hpo"},
+                                         {"term": "furosemide", "definition": "", "source": "drug",
+                                          "source_name": "drug dictionary (drug-named-entity-recognition 2.0.9)"}])
     client.force_login(clinician)
     body = client.get(f"/translations/{row.request_id}/").content.decode()
     assert f"grade {row.input_fkgl:.1f} (FKGL)" in body
@@ -90,11 +92,18 @@ def test_detail_page_shows_fkgl_and_the_missing_facts_next_to_the_text(client, c
     assert 'id="safety" class="safety" data-state="failed"' in body
     assert "<span class=\"kind\">Measurement:</span> 4 cm" in body
     assert "<span class=\"kind\">Side (left/right):</span> right" in body
-    assert "<dt>costal margin</dt><dd>the lower edge of the ribs</dd>" in body
+    # Each glossary entry names its vocabulary (an entry stored without a
+    # source_name by its source); a drug without a vetted definition says so.
+    costal = ('<dt>costal margin</dt><dd><span class="glossary-definition">the lower edge of the ribs</span> '
+              '<span class="glossary-source">Source: Human Phenotype Ontology (clinical definition)</span></dd>')
+    drug = ('<dt>furosemide</dt><dd><span class="glossary-definition">A medicine (no vetted plain definition).'
+            '</span> <span class="glossary-source">Source: drug dictionary (drug-named-entity-recognition 2.0.9)'
+            '</span></dd>')
+    assert costal in body and drug in body
     # The handout warns the clinician (screen only) and prints the glossary.
     handout = client.get(f"/translations/{row.request_id}/handout/").content.decode()
     assert "Safety check of the model's text" in handout and "Side (left/right):" in handout
-    assert "Words you may hear" in handout
+    assert "Words you may hear" in handout and costal in handout and drug in handout
 
 
 @pytest.mark.django_db

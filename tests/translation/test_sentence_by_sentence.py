@@ -203,7 +203,7 @@ async def test_a_note_on_the_real_engine_is_one_row_with_summed_tokens_and_one_p
                                                                                           settings):
     """Two sentences of one cluster (SmolLM2 through llama.cpp): their
     shared prefix is read once; the row counts both requests' tokens."""
-    settings.MAX_OUTPUT_TOKENS, settings.GLOSSARY_GENERATE = 48, False
+    settings.MAX_OUTPUT_TOKENS = 48
     _, (first, second) = same_cluster_sentences(default_router(24, 8), 2)
     row = await create(clinician, f"{first} {second}")
     parts = translation_parts(row)

@@ -246,10 +246,32 @@ async def test_an_oversized_frame_is_refused_before_parsing(fake_engine, clinici
     assert len(await rows()) == 1
 
 
-async def test_a_new_translation_during_the_glossary_step_sends_no_stray_cancelled_frame(fake_engine, clinician):
-    """The glossary step of the last translation is cancelled when the next
-    one starts: that is not the new translation being cancelled."""
-    fake_engine.token_delay_s = 0.05  # the glossary step takes a while
+async def test_a_translation_ends_with_done_carrying_the_glossary_and_no_glossary_frame_follows(
+        fake_engine, clinician):
+    """The glossary comes from the vocabularies with the ``done`` frame;
+    the engine writes none after it, so no ``glossary`` frame follows."""
+    communicator = await open_socket(clinician)
+    await communicator.send_json_to({"type": "translate", "text": "Vomiting and dysuria. Started on furosemide."})
+    frames = await frames_until(communicator, "done")
+    later = []
+    while not await communicator.receive_nothing(timeout=0.5):
+        later.append((await communicator.receive_json_from())["type"])
+    await communicator.disconnect()
+    assert "glossary" not in [f["type"] for f in frames]
+    assert "glossary" not in later and set(later) <= {"verifying", "verified", "verification_failed"}
+    glossary = {entry["term"]: entry for entry in frames[-1]["glossary"]}
+    assert set(glossary) == {"Vomiting", "dysuria", "furosemide"}
+    assert glossary["furosemide"]["definition"] == "A medicine (no vetted plain definition)."
+    assert all(entry["source_name"] for entry in glossary.values())
+    (row,) = await rows()
+    assert [entry["term"] for entry in row.glossary] == list(glossary)
+
+
+async def test_a_new_translation_right_after_done_sends_no_stray_cancelled_frame(fake_engine, clinician):
+    """What is left of the last translation's task after its ``done`` frame
+    is cancelled when the next one starts: that is not the new translation
+    being cancelled."""
+    fake_engine.token_delay_s = 0.05
     communicator = await open_socket(clinician)
     await communicator.send_json_to({"type": "translate", "text": "Left knee effusion with hypertension."})
     first = await frames_until(communicator, "done")
