@@ -122,17 +122,31 @@ def audit_text_access(*, user, translation: Translation) -> AuditEvent:
     )
 
 
-def audit_handout_edit(*, edit: TranslationEdit) -> AuditEvent:
+def audit_handout_edit(*, edit: TranslationEdit, change: dict | None = None) -> AuditEvent:
     """Record that a clinician saved an edited handout; call inside the
     transaction that stores the edit. ``text_sha256`` identifies the edited
-    text (never stored here); ``input_sha256`` the translation's input."""
+    text (never stored here); ``input_sha256`` the translation's input;
+    ``change`` what the clinician did (``{"action", "sentences"}``, no
+    text: :mod:`clinical.translation.handouts`)."""
     translation = edit.translation
     sha, chars = text_fingerprint(translation.input_text)
     return AuditEvent.objects.create(
         event_type=AuditEvent.EventType.HANDOUT_EDIT, outcome=AuditEvent.Outcome.SAVED,
         actor_user=edit.editor, actor=edit.editor.get_username(), source=Translation.Source.WEB,
         request_id=translation.request_id, input_sha256=sha, input_chars=chars,
-        text_sha256=edit.text_sha256,
+        text_sha256=edit.text_sha256, handout_change=change or {},
+    )
+
+
+def audit_handout_sentence_kept(*, translation: Translation, editor, change: dict) -> AuditEvent:
+    """Record that a clinician keeps a sentence of the handout as the model
+    wrote it (``change``: ``{"action": "keep", "sentences": [n]}``, no
+    text); the handout is unchanged."""
+    sha, chars = text_fingerprint(translation.input_text)
+    return AuditEvent.objects.create(
+        event_type=AuditEvent.EventType.HANDOUT_EDIT, outcome=AuditEvent.Outcome.KEPT,
+        actor_user=editor, actor=editor.get_username(), source=Translation.Source.WEB,
+        request_id=translation.request_id, input_sha256=sha, input_chars=chars, handout_change=change,
     )
 
 

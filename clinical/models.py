@@ -273,7 +273,8 @@ class Rerun(models.Model):
         default=list, blank=True,
         help_text='Every candidate tried, in order, without its text: [{"name", "safety_passed", '
                   '"faithfulness_passed", "safety_missing", "faithfulness_flags", "confidence", "tokens", '
-                  '"ms", "fkgl", "prompt_version"}] or [{"name", "skipped"}].')
+                  '"ms", "fkgl", "prompt_version"}] or [{"name", "skipped"}]; a note re-run sentence by '
+                  'sentence adds each sentence\'s {"sentence", "kept", "self_check", "reason", "answer"}.')
     engine_precision = models.CharField(
         max_length=32, blank=True,
         help_text="The worker engine's own precision label (e.g. fp32, q4_k_m); precision stays the lookup key.")
@@ -341,6 +342,7 @@ class AuditEvent(models.Model):
         VERIFICATION_FAILED = "verification_failed", "Verification failed"
         VIEWED = "viewed", "Viewed"
         SAVED = "saved", "Saved"
+        KEPT = "kept", "Kept as the model wrote it"
 
     created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
     event_type = models.CharField(max_length=16, choices=EventType.choices, db_index=True)
@@ -370,6 +372,10 @@ class AuditEvent(models.Model):
     error_class = models.CharField(max_length=120, blank=True)
     text_sha256 = models.CharField(
         max_length=64, blank=True, help_text="handout_edit: SHA-256 of the edited handout text (never the text).")
+    handout_change = models.JSONField(
+        default=dict, blank=True,
+        help_text='handout_edit: what the clinician did, {"action": "edit" | "as_written" | "keep", '
+                  '"sentences": [numbers from 1]}; no clinical text.')
     # Safety check outcome without clinical text: counts of missing items by kind.
     safety_passed = models.BooleanField(null=True, blank=True)
     safety_missing_counts = models.JSONField(

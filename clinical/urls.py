@@ -9,6 +9,8 @@ urlpatterns = [
     path("translations/", views.translation_history, name="translation-history"),
     path("translations/<uuid:request_id>/", views.translation_detail, name="translation-detail"),
     path("translations/<uuid:request_id>/handout/", views.translation_handout, name="translation-handout"),
+    path("translations/<uuid:request_id>/sentences/", views.translation_sentences_json,
+         name="translation-sentences"),
     path("api/", include("clinical.api.urls")),
     path("readyz", health.readyz, name="readiness"),
     path("livez", health.livez, name="liveness"),

@@ -90,25 +90,58 @@ def translation_parts(translation: StoredTranslation) -> list[TranslationPart]:
             (more clusters than rows).
     """
     options = {"reading_level": translation.reading_level, "language": translation.language}
+    units = translation_units(translation)
     cluster = ClusterPrompt.parse(translation.prompt_version)
-    if cluster is None and translation.prompt_version != EXAMPLES_PROMPT_VERSION:
+    if cluster is not None:
+        router = default_router(cluster.clusters, cluster.per_cluster)
+        return [TranslationPart(unit.separator, cluster_messages(
+            unit.sentence, router=router, k=cluster.k, hints=cluster.hints, **options), unit.prefix, unit.source)
+            for unit in units]
+    if translation.prompt_version != EXAMPLES_PROMPT_VERSION:
         return [TranslationPart("", build_messages(translation.input_text, **options),
                                 source=translation.input_text)]
+    pool = default_pool()
+    return [TranslationPart(u.separator, build_messages(u.source, examples=pool.retrieve(u.source, k=DEFAULT_K),
+                                                        **options), source=u.source)
+            for u in units]
+
+
+@dataclass(frozen=True, slots=True)
+class TranslationUnit:
+    """Where one request of a translation stands, without its messages
+    (:func:`translation_units`).
+
+    Attributes:
+        separator: as :attr:`TranslationPart.separator`.
+        prefix: as :attr:`TranslationPart.prefix` (the copied headings).
+        source: as :attr:`TranslationPart.source` (headings included).
+        sentence: what the model is given: ``source`` without ``prefix``.
+    """
+
+    separator: str
+    prefix: str
+    source: str
+    sentence: str
+
+
+def translation_units(translation: StoredTranslation) -> list[TranslationUnit]:
+    """The units of :func:`translation_parts`, in order, without rendering
+    a prompt (no example pool is loaded): one per note sentence for the
+    example prompts, else one for the whole input. Cheap enough to call on
+    every read of a translation."""
+    cluster = ClusterPrompt.parse(translation.prompt_version)
+    if cluster is None and translation.prompt_version != EXAMPLES_PROMPT_VERSION:
+        return [TranslationUnit("", "", translation.input_text, translation.input_text)]
     units = note_sentences(translation.input_text)
     if len(units) <= 1:
         units = [NoteSentence(translation.input_text, "")]
-    if cluster is not None:
-        router = default_router(cluster.clusters, cluster.per_cluster)
-        parts = []
-        for unit in units:
-            prefix, sentence = heading_split(unit.text) if cluster.headings else ("", unit.text)
-            parts.append(TranslationPart(unit.separator, cluster_messages(
-                sentence, router=router, k=cluster.k, hints=cluster.hints, **options), prefix, unit.text))
-        return parts
-    pool = default_pool()
-    return [TranslationPart(u.separator, build_messages(u.text, examples=pool.retrieve(u.text, k=DEFAULT_K),
-                                                        **options), source=u.text)
-            for u in units]
+    headings = cluster is not None and cluster.headings
+    return [_unit(u, headings) for u in units]
+
+
+def _unit(unit: NoteSentence, headings: bool) -> TranslationUnit:
+    prefix, sentence = heading_split(unit.text) if headings else ("", unit.text)
+    return TranslationUnit(unit.separator, prefix, unit.text, sentence)
 
 
 def translation_message_parts(translation: StoredTranslation) -> list[list[dict[str, str]]]:
@@ -257,16 +290,48 @@ def translation_parts_join(parts: list[TranslationPart], texts: list[str], *, cu
         ValueError: not one text per part, or ``cut`` neither empty nor
             one flag per part.
     """
+    return translation_parts_spans(parts, texts, cut=cut)[0]
+
+
+def translation_parts_spans(parts: Sequence[TranslationPart | TranslationUnit], texts: Sequence[str], *,
+                            cut: Sequence[bool] = ()) -> tuple[str, list[tuple[int, int] | None]]:
+    """:func:`translation_parts_join`, and where each part's text stands in
+    the joined text.
+
+    Args:
+        parts: :func:`translation_parts` or :func:`translation_units` of
+            the translation (only their separators and prefixes are read).
+        texts, cut: as :func:`translation_parts_join`.
+
+    Returns:
+        ``(text, spans)``: one ``(start, end)`` character offset pair into
+        ``text`` per part, the part's copied heading included and its
+        separator (and the period or ellipsis the joiner put before it,
+        which ends the sentence before) excluded; ``None`` for a part
+        whose answer was empty (it adds nothing to the text).
+
+    Raises:
+        ValueError: as :func:`translation_parts_join`.
+    """
     if len(parts) != len(texts):
         raise ValueError(f"{len(texts)} texts for {len(parts)} parts")
     if cut and len(cut) != len(parts):
         raise ValueError(f"{len(cut)} cut flags for {len(parts)} parts")
     joiner = TextJoiner()
+    spans: list[tuple[int, int] | None] = []
     for index, (part, text) in enumerate(zip(parts, texts)):
         joiner.begin(part.separator, part.prefix, after_cut=bool(cut) and index > 0 and cut[index - 1])
+        before = len(joiner.text)
         joiner.feed(text)
         joiner.end()
-    return joiner.text
+        added = joiner.text[before:]
+        if not added:
+            spans.append(None)
+            continue
+        lead = 1 if before and added[0] in ".\u2026" else 0  # the mark ending the sentence before
+        lead += len(added[lead:]) - len(added[lead:].lstrip())
+        spans.append((before + lead, len(joiner.text)))
+    return joiner.text, spans
 
 
 def translation_messages(translation: StoredTranslation) -> list[dict[str, str]]:

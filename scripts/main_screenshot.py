@@ -1,8 +1,11 @@
-"""Screenshot the clinician's page after a translation finished, at a
-desktop width (1280 px) and a phone width (390 px), for docs/.
+"""Screenshot the clinician's page after a translation finished, and its
+handout page, at a desktop width (1280 px) and a phone width (390 px), for
+docs/.
 
     .venv/bin/python scripts/main_screenshot.py            # default model
     .venv/bin/python scripts/main_screenshot.py --model PATH.gguf --sentence 47
+    .venv/bin/python scripts/main_screenshot.py --text "Acute inferior STEMI with complete heart block." \
+        --desktop docs/marks-desktop.png --phone docs/marks-phone.png --handout docs/marks-handout.png
 
 Migrates a fresh SQLite database in a temporary folder, creates a
 clinician there, starts Daphne with the real engine (llama.cpp, the
@@ -39,6 +42,8 @@ def main() -> int:
     parser.add_argument("--sentence", type=int, default=47, help="row of laymaker-dev.csv (0-based)")
     parser.add_argument("--desktop", default="docs/main-desktop.png")
     parser.add_argument("--phone", default="docs/main-phone.png")
+    parser.add_argument("--text", default="", help="a diagnosis to translate instead of --sentence")
+    parser.add_argument("--handout", default="", help="also screenshot the handout page (desktop width) here")
     parser.add_argument("--port", type=int, default=8767)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -58,15 +63,15 @@ def main() -> int:
         base = f"http://127.0.0.1:{args.port}"
         try:
             readyz_wait(base, 200, READY_TIMEOUT_S)  # loads the engine and reads its prefixes
-            shoot(base, laymaker_sentences()[args.sentence], args.desktop, args.phone)
+            shoot(base, args.text or laymaker_sentences()[args.sentence], args.desktop, args.phone, args.handout)
         finally:
             server.terminate()
             server.wait(timeout=20)
-    print(f"wrote {args.desktop} and {args.phone}")
+    print(f"wrote {args.desktop} and {args.phone}" + (f" and {args.handout}" if args.handout else ""))
     return 0
 
 
-def shoot(base: str, sentence: str, desktop: str, phone: str) -> None:
+def shoot(base: str, sentence: str, desktop: str, phone: str, handout: str = "") -> None:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=[
             "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
@@ -78,10 +83,16 @@ def shoot(base: str, sentence: str, desktop: str, phone: str) -> None:
         page.get_by_label("Diagnosis text").fill(sentence)
         page.get_by_role("button", name="Translate").click()
         expect(page.locator("#status")).to_have_text(re.compile(r"^Done"), timeout=300_000)
+        expect(page.locator("#sentences-slot")).to_be_visible()  # the marks and the sentence table
         page.locator("#diagnosis").blur()
         page.screenshot(path=desktop, full_page=True)
         page.set_viewport_size({"width": 390, "height": 844})
         page.screenshot(path=phone, full_page=True)
+        if handout:
+            page.set_viewport_size({"width": 1280, "height": 900})
+            page.get_by_role("link", name=re.compile("Patient handout")).click()
+            expect(page.get_by_role("heading", name="Patient handout")).to_be_visible()
+            page.screenshot(path=handout, full_page=True)
         browser.close()
 
 

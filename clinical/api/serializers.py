@@ -104,6 +104,43 @@ class GlossaryTermSerializer(serializers.Serializer):
                                                   "release 2025-01-16`.")
 
 
+class SpanSerializer(serializers.Serializer):
+    text = serializers.CharField(allow_blank=True)
+    start = serializers.IntegerField(help_text="Character offset where it starts (from 0).")
+    end = serializers.IntegerField(help_text="Character offset just after it ends.")
+
+
+class SentenceFlagSerializer(FaithfulnessFlagSerializer):
+    start = serializers.IntegerField(help_text="Character offset of the flagged words in `text`.")
+    end = serializers.IntegerField(help_text="Character offset just after them in `text`.")
+
+
+class SentenceMissingSerializer(SafetyItemSerializer):
+    start = serializers.IntegerField(allow_null=True, help_text="Character offset of the lost words in the "
+                                     "diagnosis as submitted; null where it does not hold them word for word.")
+    end = serializers.IntegerField(allow_null=True)
+
+
+class SentenceSerializer(serializers.Serializer):
+    number = serializers.IntegerField(help_text="From 1.")
+    source = SpanSerializer(help_text="The sentence of the diagnosis, offsets into the text submitted.")
+    plain = SpanSerializer(allow_null=True, help_text="Its plain sentence, offsets into `text`; null where the "
+                           "model gave nothing for it.")
+    status = serializers.ChoiceField(
+        choices=["rewritten", "as_written", "rerun", "doubted"],
+        help_text="`rewritten`: the model's plain words; `as_written`: the diagnosis as written (explain it "
+                  "yourself where `why` says so); `rerun`: replaced by the verified full-precision re-run; "
+                  "`doubted`: the model's own check doubts it and it is not verified: read it against "
+                  "`source` before giving it to a patient.")
+    why = serializers.CharField(allow_blank=True, help_text="The status's reason in words.")
+    reasons = serializers.ListField(child=serializers.CharField(), help_text="The `rerun_reason` codes that "
+                                    "re-ran or doubt this sentence.")
+    p_yes = serializers.FloatField(allow_null=True, help_text="The model's own check of this sentence (0-1).")
+    flags = SentenceFlagSerializer(many=True, help_text="Faithfulness flags in this plain sentence.")
+    missing = SentenceMissingSerializer(many=True, help_text="What the safety check found lost from this "
+                                        "source sentence.")
+
+
 class VerifiedQualitySerializer(serializers.Serializer):
     readability = ReadabilitySerializer()
     safety = SafetySerializer()
@@ -147,6 +184,10 @@ class TranslationSerializer(serializers.Serializer):
                                          "did not run), `safety_failed`, `faithfulness_failed`, comma-separated.")
     glossary = GlossaryTermSerializer(many=True, help_text="Medical terms of the input with short definitions "
                                       "from vetted vocabularies, each naming its source.")
+    sentences = SentenceSerializer(
+        many=True, help_text="Each sentence of the diagnosis beside its plain sentence in `text`, with its status "
+                             "and the checks' findings located by character offset (the whole text as one pair "
+                             "where the text was not written sentence by sentence); empty until completed.")
     verified_quality = VerifiedQualitySerializer(allow_null=True,
                                                  help_text="The re-run output's own readability, safety and "
                                                            "faithfulness checks.")

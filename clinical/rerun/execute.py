@@ -358,8 +358,11 @@ def rerun_sentences_run(*, translation: Translation, engine, request_prefix: str
         its P(yes) the lowest of its sentences' that were checked (the
         kept ones' and the re-run ones'), ``None`` when none was; ``records``
         are each re-run sentence's candidate records with ``"sentence"`` (from
-        1), then ``{"sentence", "kept", "self_check", "reason"}`` naming the
-        one it kept and why the sentence was re-run (its ``rerun_reason``).
+        1), then ``{"sentence", "kept", "self_check", "reason", "answer"}``
+        naming the one it kept, why the sentence was re-run (its
+        ``rerun_reason``) and the sentence's text in the note, without its
+        copied heading (so the note's sentences can be shown side by side,
+        :mod:`clinical.translation.alignment`).
 
     Raises:
         TimeoutError, inference.EngineError: as :func:`rerun_candidates_run`,
@@ -397,13 +400,13 @@ def rerun_sentences_run(*, translation: Translation, engine, request_prefix: str
             if chosen is None:  # not doubted (a failed check sent it): its streamed text stays
                 continue
         records += [{**record, "sentence": index + 1} for record in tried]
-        records.append({"sentence": index + 1, "kept": chosen.name, "self_check": chosen.self_check,
-                        "reason": sentence.rerun_reason})
         if chosen.name != rerun_candidates.FAST_TEXT:
             answers[index] = rerun_sentences.sentence_answer(sentence, chosen.text)
             cuts[index] = False
             p_yes[index] = chosen.self_check
             logprobs += chosen.logprobs
+        records.append({"sentence": index + 1, "kept": chosen.name, "self_check": chosen.self_check,
+                        "reason": sentence.rerun_reason, "answer": answers[index]})
     checked = [p for p in p_yes if p is not None]
     text = rerun_sentences.sentences_join(translation, answers, cuts)
     return rerun_candidates.candidate_measure(

@@ -11,6 +11,7 @@ from clinical.models import Translation
 from clinical.quality import measure as quality
 from clinical.rerun.change_note import sentences_as_written
 from clinical.rerun.sentences import sentence_text
+from clinical.translation.alignment import translation_sentences
 from clinical.translation.handouts import handout_model_text
 
 
@@ -117,6 +118,7 @@ def translation_api_view(*, translation: Translation) -> dict:
         # the glossary, and the re-run output's own check (clinical.quality.measure).
         **quality.translation_quality_payload(translation),
         "verified_quality": quality.rerun_quality_payload(verified) if verified else None,
+        "sentences": translation_sentences(translation),
         "created_at": translation.created_at,
         "finished_at": translation.finished_at,
     }

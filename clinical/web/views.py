@@ -26,6 +26,7 @@ from clinical.translation.selectors import (
     translation_search_for_user,
 )
 from clinical.web import frames
+from clinical.web.sentence_view import translation_sentence_view
 
 HISTORY_PAGE_SIZE = 20
 HISTORY_QUERY_MAX_CHARS = 200
@@ -67,11 +68,26 @@ def translation_detail(request: HttpRequest, request_id) -> HttpResponse:
     frame = frames.verification_frame(translation)
     return render(request, "clinical/translation_detail.html", {
         "translation": translation,
+        "sentence_view": translation_sentence_view(translation=translation),
         "shown_text": verified.output_text if verified else translation.output_text,
         "fast_text": translation.output_text if verified else "",
         "verification_message": frame["message"] if frame else "",
         "quality": translation_quality_display(translation=translation),
     })
+
+
+@clinician_required
+def translation_sentences_json(request: HttpRequest, request_id) -> JsonResponse:
+    """``GET /translations/<id>/sentences/``: one of the clinician's own
+    translations sentence by sentence, with its marks
+    (:func:`clinical.web.sentence_view.translation_sentence_view`), for the
+    live page to render after its ``done`` and ``verified`` frames; 404
+    for anyone else's; empty lists until it completed."""
+    try:
+        translation = translation_get_for_user(user=request.user, request_id=request_id)
+    except Translation.DoesNotExist:
+        raise Http404("No such translation") from None
+    return JsonResponse(translation_sentence_view(translation=translation))
 
 
 @clinician_required
@@ -89,20 +105,46 @@ def translation_handout(request: HttpRequest, request_id) -> HttpResponse:
         raise Http404("No such handout") from None
     context = {**handout, "draft": handout["text"], "error": "",
                "quality": translation_quality_display(translation=handout["translation"]),
+               "sentence_view": translation_sentence_view(translation=handout["translation"], id_prefix="h"),
                "print_on_load": request.GET.get("print") == "1",
                "max_chars": handouts.HANDOUT_MAX_CHARS}
     if request.method == "POST":
+        action = request.POST.get("action", handouts.EDIT)
         text = request.POST.get("text", "")
         try:
-            edit = handouts.translation_edit_create(translation=handout["translation"], editor=request.user,
-                                                    text=text)
+            message = _handout_post(handout["translation"], request.user, action, request.POST)
         except ValidationError as exc:
-            context.update(draft=text, error=exc.messages[0])
+            context.update(draft=text if action == handouts.EDIT else handout["text"], error=exc.messages[0])
             return render(request, "clinical/handout.html", context, status=400)
-        messages.success(request, "Your edit was saved." if edit else "No changes to save.")
+        messages.success(request, message)
         url = reverse("translation-handout", args=[request_id])
         return redirect(url + "?print=1" if "print" in request.POST else url)
     return render(request, "clinical/handout.html", context)
+
+
+def _handout_post(translation: Translation, user, action: str, data) -> str:
+    """One handout action (:mod:`clinical.translation.handouts`): ``edit``
+    (``text``), ``as_written`` or ``keep`` (``sentence``, a number from 1).
+    Returns the message for the clinician.
+
+    Raises:
+        ValidationError: bad text, an unknown action or sentence.
+    """
+    if action == handouts.EDIT:
+        edit = handouts.translation_edit_create(translation=translation, editor=user, text=data.get("text", ""))
+        return "Your edit was saved." if edit else "No changes to save."
+    try:
+        number = int(data.get("sentence", ""))
+    except ValueError:
+        raise ValidationError("Choose a sentence.", code="no_sentence") from None
+    if action == handouts.AS_WRITTEN:
+        edit = handouts.handout_sentence_as_written(translation=translation, editor=user, number=number)
+        return (f"Sentence {number} is now the diagnosis as written." if edit
+                else f"Sentence {number} is already as written.")
+    if action == handouts.KEEP:
+        handouts.handout_sentence_keep(translation=translation, editor=user, number=number)
+        return f"Sentence {number} is kept as written by the model; noted in the audit log."
+    raise ValidationError("Unknown action.", code="invalid")
 
 
 @require_POST

@@ -23,6 +23,8 @@
   const nextSteps = $("next-steps");
   const handoutLink = $("handout-link");
   const quality = window.clinicalQuality;
+  const sentences = window.clinicalSentences;
+  const sentenceSlot = $("sentences-slot");
   let readingLevel = root.dataset.readingLevel || "";
 
   // A language whose explanations need a reader of it (settings
@@ -100,6 +102,20 @@
     else { pending.push(frame); if (!socket) connect(); }
   }
 
+  // Marks the text where the checks found something and shows it sentence
+  // by sentence (sentences.js), once the server has the completed text.
+  async function showSentences(id) {
+    if (!sentences || !root.dataset.sentencesUrl) return;
+    const view = await sentences.load(root.dataset.sentencesUrl.replace("00000000-0000-0000-0000-000000000000", id));
+    if (view && id === currentId && !running) sentences.render(view, output, sentenceSlot, output.lang);
+  }
+
+  function hideSentences() {
+    if (sentenceSlot) { sentenceSlot.hidden = true; sentenceSlot.replaceChildren(); }
+    const whys = $("output-whys");
+    if (whys) whys.remove();
+  }
+
   function showVerifying(frame) {
     verifyBox.hidden = false;
     verifyBox.dataset.state = frame.state;
@@ -117,6 +133,8 @@
     if (fastBox) fastBox.hidden = false;
     output.textContent = frame.text;
     if (quality) quality.render(frame, readingLevel, true);
+    hideSentences();
+    showSentences(frame.id);
     verifyBox.hidden = false;
     verifyBox.dataset.state = "verified";
     verifyProgress.hidden = true;
@@ -142,6 +160,7 @@
       case "started":
         currentId = frame.id;
         output.textContent = "";
+        hideSentences();
         verifyBox.hidden = true;
         verifyBox.dataset.state = "";
         if (fastBox) { fastBox.hidden = true; delete fastBox.dataset.filled; }
@@ -171,6 +190,7 @@
           nextSteps.hidden = false;
         }
         if (quality) quality.render(frame, readingLevel, false);
+        showSentences(frame.id);
         setStatus((frame.verification === "pending"
           ? "Done. The explanation is complete; it is being verified in full precision."
           : "Done. The explanation is complete.") + (quality ? quality.summary(frame) : ""));
