@@ -43,6 +43,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "unexplained_terms": ("bench.stored_texts", "unexplained_terms_main",
                           "share of delivered texts that keep a medical term or abbreviation unexplained"),
     "hand_sample": ("bench.stored_texts", "hand_sample_main", "laymaker-dev samples laid out for hand-judging"),
+    "lay_terms": ("bench.lay_terms", "lay_terms_main",
+                  "medical terms given plain words no vetted vocabulary gives for them, over the stored texts"),
     "unseen_sample": ("bench.unseen_sample", "main",
                       "unseen Cochrane sentences: draw, post to a running stack, report"),
 }

@@ -517,6 +517,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # The checks' "kind" fields: one enum each, wherever a serializer uses it.
+    "ENUM_NAME_OVERRIDES": {"SafetyKindEnum": "clinical.quality.safety.KINDS",
+                            "FaithfulnessKindEnum": "clinical.quality.faithfulness.KINDS"},
 }
 API_KEY_CUSTOM_HEADER = None
 

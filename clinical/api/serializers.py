@@ -121,6 +121,16 @@ class SentenceMissingSerializer(SafetyItemSerializer):
     end = serializers.IntegerField(allow_null=True)
 
 
+class SentenceTermSerializer(serializers.Serializer):
+    term = serializers.CharField(help_text="A medical term of the glossary, as the glossary names it.")
+    start = serializers.IntegerField(help_text="Character offset where the plain sentence keeps it, in `text`.")
+    end = serializers.IntegerField()
+    definition = serializers.CharField(help_text="Its definition from a vetted vocabulary, or a statement that "
+                                       "the vocabularies have none.")
+    source = serializers.CharField()
+    source_name = serializers.CharField(help_text="The vocabulary and its release.")
+
+
 class SentenceSerializer(serializers.Serializer):
     number = serializers.IntegerField(help_text="From 1.")
     source = SpanSerializer(help_text="The sentence of the diagnosis, offsets into the text submitted.")
@@ -139,6 +149,8 @@ class SentenceSerializer(serializers.Serializer):
     flags = SentenceFlagSerializer(many=True, help_text="Faithfulness flags in this plain sentence.")
     missing = SentenceMissingSerializer(many=True, help_text="What the safety check found lost from this "
                                         "source sentence.")
+    terms = SentenceTermSerializer(many=True, help_text="Medical terms this plain sentence keeps, each with its "
+                                   "vetted explanation.")
 
 
 class VerifiedQualitySerializer(serializers.Serializer):

@@ -27,7 +27,12 @@ Every item of these kinds found in the input must be present in the output
 * ``term`` (English output only): a medical term built on a known word
   part ("fasciotomy", "ischemic") that the output neither keeps nor
   explains with a plain word for one of its parts
-  (:mod:`clinical.quality.terms`).
+  (:mod:`clinical.quality.terms`);
+* ``lay_term`` (English output only): a Human Phenotype Ontology term that
+  the output replaced with plain words matching none of the layperson
+  synonyms HPO gives it ("pleural effusion" as "fluid in the lung", where
+  HPO says "fluid around lungs"; :mod:`clinical.quality.vetted_terms`),
+  where no word of it is a ``term`` missing already.
 
 The output may rewrite numbers as words (num2words 0.5.14, English and
 Spanish, cardinals, ordinals, "half"), units as their spelled forms in
@@ -51,8 +56,10 @@ from functools import lru_cache
 
 from clinical.quality import safety_vocab as vocab
 from clinical.quality import terms
+from clinical.quality.vetted_terms import lay_term_findings
 
-KINDS = ("dose", "measurement", "number", "drug", "laterality", "negation", "uncertainty", "extent", "term")
+KINDS = ("dose", "measurement", "number", "drug", "laterality", "negation", "uncertainty", "extent", "term",
+         "lay_term")
 
 
 @dataclass(frozen=True)
@@ -402,7 +409,9 @@ def safety_check(*, input_text: str, output_text: str, language: str = "en") -> 
 
     Returns:
         :class:`SafetyResult`; items are listed once each in input order,
-        except negations, which are counted one per cue.
+        except negations, which are counted one per cue, and ``lay_term``
+        items, which are listed (after the others) only where they are
+        missing.
     """
     checked: list[SafetyItem] = []
     missing: list[SafetyItem] = []
@@ -447,8 +456,15 @@ def safety_check(*, input_text: str, output_text: str, language: str = "en") -> 
             record(item, present)
 
     if language == "en":
-        for term, kept in terms.terms_checked(input_text=input_text, output_text=output_text):
+        checked_terms = terms.terms_checked(input_text=input_text, output_text=output_text)
+        for term, kept in checked_terms:
             record(SafetyItem("term", term.word), kept)
+        # A term neither kept nor explained is a `term` item already; one
+        # explained with words no vetted vocabulary gives is a `lay_term`.
+        unexplained = [term.start for term, kept in checked_terms if not kept]
+        for finding in lay_term_findings(input_text=input_text, output_text=output_text):
+            if not any(finding.start <= start < finding.end for start in unexplained):
+                record(SafetyItem("lay_term", finding.term), False)
 
     return SafetyResult(passed=not missing, missing=tuple(missing), checked=tuple(checked))
 

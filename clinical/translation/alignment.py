@@ -24,6 +24,7 @@ import re
 
 from clinical.models import RERUN_AS_WRITTEN, RERUN_KEPT_FAST_TEXT, RERUN_SENTENCES, Translation
 from clinical.quality import measure as quality
+from clinical.quality.glossary import glossary_display
 from inference.examples import normalise
 from inference.parts import TranslationUnit, translation_parts_spans, translation_units
 
@@ -63,7 +64,12 @@ def translation_sentences(translation: Translation) -> list[dict]:
       with offsets into the delivered text;
     * ``missing``: the safety check's missing items found in this source
       sentence, ``{"kind", "text", "start", "end"}`` with offsets into
-      ``input_text``.
+      ``input_text``;
+    * ``terms``: the glossary's terms (the vetted vocabularies',
+      :func:`clinical.quality.glossary.glossary_display`) that this plain
+      sentence keeps, ``{"term", "start", "end", "definition", "source",
+      "source_name"}`` with offsets into the delivered text (whole words,
+      any case), so each is explained where it stands.
 
     A missing item the diagnosis does not hold word for word is given to
     the first sentence with ``start`` and ``end`` ``None``. Empty for a
@@ -95,10 +101,30 @@ def translation_sentences(translation: Translation) -> list[dict]:
             "p_yes": None if p_yes is None else round(p_yes, 3),
             "flags": [],
             "missing": [],
+            "terms": _terms_in(delivered, plain, translation.glossary),
         })
     _place_flags(sentences, checked.faithfulness_flags or [])
     _place_missing(sentences, translation.input_text, checked.safety_missing or [])
     return sentences
+
+
+def _terms_in(text: str, span: tuple[int, int] | None, glossary: list[dict] | None) -> list[dict]:
+    """The glossary terms written in ``text[span]``, each where it first
+    stands there, longer terms first where two overlap."""
+    if span is None:
+        return []
+    found: list[dict] = []
+    for entry in sorted(glossary_display(glossary), key=lambda e: -len(e["term"])):
+        words = entry["term"].split()
+        if not words:
+            continue
+        pattern = r"(?<![\w-])" + r"\s+".join(map(re.escape, words)) + r"(?![\w-])"
+        match = re.compile(pattern, re.IGNORECASE).search(text, span[0], span[1])
+        if match and not any(t["start"] < match.end() and match.start() < t["end"] for t in found):
+            found.append({"term": entry["term"], "start": match.start(), "end": match.end(),
+                          "definition": entry["definition"], "source": entry["source"],
+                          "source_name": entry["source_name"]})
+    return sorted(found, key=lambda t: t["start"])
 
 
 def _plain_spans(translation: Translation, units: list[TranslationUnit], verified, delivered: str):

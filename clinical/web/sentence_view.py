@@ -6,10 +6,12 @@ segments that ``static/clinical/sentences.js`` renders (with the page, as
 a ``json_script``, or fetched from ``/translations/<id>/sentences/``).
 
 A segment is ``{"text", "mark"}``; ``mark`` is ``None`` or
-``{"kind", "label", "why", "id"}``: ``kind`` ``flag`` (words of the plain
-text the faithfulness check found the diagnosis does not say) or ``lost``
-(words of the diagnosis the safety check found missing from the plain
-text); ``id`` is unique on the page, for the mark's ``aria-describedby``.
+``{"kind", "why", "id"}``: ``kind`` ``flag`` (words of the plain text the
+faithfulness check found the diagnosis does not say), ``lost`` (words of
+the diagnosis the safety check found missing from the plain text) or
+``term`` (a medical term the plain text keeps, with its definition from a
+vetted vocabulary and that vocabulary's name); ``id`` is unique on the
+page, for the mark's ``aria-describedby``.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def translation_sentence_view(*, translation: Translation, id_prefix: str = "m")
             sentence["plain_segments"] = []
             continue
         marks = [(f["start"], f["end"], "flag", _flag_why(f)) for f in sentence["flags"]]
+        marks += [(t["start"], t["end"], "term", _term_why(t)) for t in sentence["terms"]]
         sentence["plain_segments"] = _segments(delivered, plain["start"], plain["end"], marks,
                                                f"{id_prefix}p", counter)
         if plain["start"] > cursor:
@@ -84,10 +87,11 @@ def _chunk(number, status: str, why: str, segments: list[dict]) -> dict:
 
 def _segments(text: str, start: int, end: int, marks: list[tuple], id_prefix: str, counter) -> list[dict]:
     """``text[start:end]`` cut at ``marks`` (``(start, end, kind, why)``,
-    offsets into ``text``); overlapping marks are merged into the first."""
+    offsets into ``text``); where marks overlap the first wins, a flag
+    before a term's explanation."""
     segments: list[dict] = []
     cursor = start
-    for mark_start, mark_end, kind, why in sorted(marks):
+    for mark_start, mark_end, kind, why in sorted(marks, key=lambda m: (m[0], m[2] == "term")):
         mark_start, mark_end = max(mark_start, cursor), min(mark_end, end)
         if mark_end <= mark_start:
             continue
@@ -105,6 +109,10 @@ def _flag_why(flag: dict) -> str:
     label = FLAG_LABELS.get(flag.get("kind"), flag.get("kind") or "Statement")
     detail = flag.get("detail") or "not in the diagnosis"
     return f"Faithfulness check: {label.lower()}, {detail}"
+
+
+def _term_why(term: dict) -> str:
+    return f"{term['term']}: {term['definition']} Source: {term['source_name']}."
 
 
 def _lost_why(item: dict) -> str:

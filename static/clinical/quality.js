@@ -12,6 +12,7 @@
     dose: "Dose", measurement: "Measurement", number: "Number", drug: "Drug",
     laterality: "Side (left/right)", negation: "Negation", uncertainty: "Uncertainty (possible, probable)",
     extent: "Extent (partial, not completely)", term: "Medical term (not kept or explained)",
+    lay_term: "Medical term (plain words no vetted vocabulary gives for it)",
   };
   const SAFETY_PASSED = "Nothing missing: every number with its unit, dose, drug name, side (left/right), " +
     "negation, uncertainty (possible, probable) and extent (partial, not completely) of the diagnosis is in the " +

@@ -101,7 +101,9 @@
     hint.appendChild(el("mark", { class: "mark-flag" }, "Flagged words"));
     hint.appendChild(document.createTextNode(": the diagnosis does not say them. "));
     hint.appendChild(el("mark", { class: "mark-lost" }, "Lost words"));
-    hint.appendChild(document.createTextNode(": missing from the plain words. Hover over or focus a mark to see why."));
+    hint.appendChild(document.createTextNode(": missing from the plain words. "));
+    hint.appendChild(el("mark", { class: "mark-term" }, "Medical terms"));
+    hint.appendChild(document.createTextNode(": explained from a vetted vocabulary. Hover over or focus a mark to see why."));
     section.appendChild(hint);
     const scroll = el("div", { class: "table-scroll", role: "region", tabindex: "0",
                                "aria-label": "Sentence by sentence table" });

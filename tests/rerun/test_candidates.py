@@ -302,8 +302,8 @@ def test_span_replacement_keeps_the_article_in_front_of_the_plain_words_grammati
 def test_span_replacement_drops_the_plain_words_article_after_a_modifier():
     # the term stood bare after an adjective: "obvious a growth" is not English
     text, _ = candidates.span_replacements_apply(text="No obvious lymphadenopathy is noted to the neck .",
-                                                 pairs=[("lymphadenopathy", "a swelling of the lymph nodes")])
-    assert text == "No obvious swelling of the lymph nodes is noted to the neck ."
+                                                 pairs=[("lymphadenopathy", "a swollen lymph node")])
+    assert text == "No obvious swollen lymph node is noted to the neck ."
     text, _ = candidates.span_replacements_apply(text="Mild cardiomegaly . CT shows cardiomegaly .",
                                                  pairs=[("cardiomegaly", "an enlarged heart")])
     assert text == "Mild enlarged heart . CT shows cardiomegaly ."

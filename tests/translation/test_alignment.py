@@ -166,3 +166,18 @@ def test_spans_of_joined_parts_exclude_the_period_the_joiner_added():
     text, spans = translation_parts_spans(units, ["Some fluid in the knee", "", "she is well"])
     assert text == "Some fluid in the knee. She is well"
     assert spans == [(0, 22), None, (24, 35)]
+
+
+def test_a_kept_term_is_explained_where_it_stands_from_the_vetted_vocabulary(clinician, settings):
+    settings.SELF_CHECK_THRESHOLD = 0.6
+    text = "Mild cardiomegaly. Aspirin daily."
+    row = finished(clinician, text=text, answers=["Your heart is a bit big (cardiomegaly).", "Take aspirin every day."],
+                   p_yes=(0.9, 0.9))
+    assert {entry["term"].lower() for entry in row.glossary} >= {"cardiomegaly", "aspirin"}
+    first, second = translation_sentences(row)
+    [term] = first["terms"]
+    assert row.output_text[term["start"]:term["end"]] == "cardiomegaly"
+    assert term["definition"] == "Enlarged heart." and term["source_name"].startswith("Human Phenotype Ontology")
+    [drug] = second["terms"]
+    assert row.output_text[drug["start"]:drug["end"]] == "aspirin"
+    assert drug["definition"] == "A medicine (no vetted plain definition)."  # said, not written by the model
