@@ -9,6 +9,7 @@ static/clinical/sentences.js)."""
 from __future__ import annotations
 
 import re
+import time
 
 import httpx
 from playwright.sync_api import expect
@@ -111,3 +112,32 @@ def test_a_sentence_replaced_by_the_diagnosis_as_written_updates_the_handout_and
     kept = in_worker_thread(lambda: AuditEvent.objects.filter(event_type="handout_edit").first())
     assert kept.outcome == "kept" and kept.handout_change == {"action": "keep", "sentences": [2]}
     assert in_worker_thread(lambda: TranslationEdit.objects.count()) == 1  # the handout did not change
+
+
+def test_a_term_given_a_lay_word_outside_the_vocabulary_is_flagged_and_rerun_to_the_vetted_words(
+        daphne_server, celery_worker_process):
+    """The fast text says the fluid is in the lung; HPO says "fluid around
+    lungs". The safety check's lay_term finding sends it to a real worker,
+    whose span candidate falls back on the vocabulary's words."""
+    wrong = "The chest x-ray shows a small amount of fluid in the left lung."
+    env = {"FAKE_ENGINE_ANSWER": wrong, "FAKE_ENGINE_SELF_CHECK": "0.9", "SELF_CHECK_THRESHOLD": "0.6",
+           "RERUN_CANDIDATES": "full_precision,span_replacement"}
+    celery_worker_process(RERUN_ENGINE="fake", **env)
+    server = daphne_server(INFERENCE_ENGINE="fake", **env)
+    _, key = in_worker_thread(lambda: APIClient.objects.create_key(name="ehr-lay-term"))
+    client = httpx.Client(base_url=server.base_url + "/api", timeout=60, headers={"Authorization": f"Bearer {key}"})
+    created = client.post("/v1/translations/", json={"text": "Chest x-ray shows a small left pleural effusion."})
+    body = created.json()
+    assert body["text"] == wrong and body["rerun_reason"] == "safety_failed"
+    assert body["safety"]["missing"] == [{"kind": "lay_term", "text": "pleural effusion"}]
+    [lost] = body["sentences"][0]["missing"]
+    assert (lost["kind"], "Chest x-ray shows a small left pleural effusion."[lost["start"]:lost["end"]]) == (
+        "lay_term", "pleural effusion")
+    deadline = time.monotonic() + 120
+    while body["verification"] in ("pending", "running") and time.monotonic() < deadline:
+        time.sleep(0.5)
+        body = client.get(created.headers["Location"].removeprefix("/api")).json()
+    assert body["verified"], body
+    assert "fluid around lungs" in body["text"] and body["verified_quality"]["safety"]["passed"]
+    [sentence] = body["sentences"]
+    assert sentence["status"] == "rerun" and sentence["reasons"] == ["safety_failed"]
