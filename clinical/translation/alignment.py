@@ -105,7 +105,18 @@ def translation_sentences(translation: Translation) -> list[dict]:
         })
     _place_flags(sentences, checked.faithfulness_flags or [])
     _place_missing(sentences, translation.input_text, checked.safety_missing or [])
+    for sentence in sentences:
+        if sentence["status"] in (REWRITTEN, RERUN) and (sentence["flags"] or sentence["missing"]):
+            sentence["why"] = (sentence["why"] + " " if sentence["why"] else "") + _findings_why(sentence)
     return sentences
+
+
+def _findings_why(sentence: dict) -> str:
+    """The sentence's findings in words: "The checks found 2 lost and 1
+    flagged: read the marked words against the diagnosis."."""
+    parts = ([f"{len(sentence['missing'])} lost"] if sentence["missing"] else []) + (
+        [f"{len(sentence['flags'])} flagged"] if sentence["flags"] else [])
+    return f"The checks found {' and '.join(parts)}: read the marked words against the diagnosis."
 
 
 def _terms_in(text: str, span: tuple[int, int] | None, glossary: list[dict] | None) -> list[dict]:

@@ -116,12 +116,13 @@
     for (const s of view.sentences) {
       const row = el("tr", { "data-status": s.status, id: slot.id + "-" + s.number });
       row.appendChild(el("th", { scope: "row" }, String(s.number)));
-      const source = row.appendChild(el("td", { class: "sentence-source" }));
+      const source = row.appendChild(el("td", { class: "sentence-source", "data-label": "Diagnosis" }));
       appendSegments(source, s.source_segments);
-      const plain = row.appendChild(el("td", { class: "sentence-plain", lang: language || "en" }));
+      const plain = row.appendChild(el("td", { class: "sentence-plain", lang: language || "en",
+                                               "data-label": "Plain words" }));
       if (s.plain) appendSegments(plain, s.plain_segments);
       else plain.appendChild(el("em", {}, "(nothing written)"));
-      const status = row.appendChild(el("td", { class: "sentence-status" }));
+      const status = row.appendChild(el("td", { class: "sentence-status", "data-label": "Status" }));
       status.appendChild(el("span", { class: "status-badge", "data-status": s.status }, s.status_label));
       if (s.why) { status.appendChild(document.createTextNode(" ")); status.appendChild(el("span", { class: "why" }, s.why)); }
       if (editor) row.appendChild(actionCell(s, editor));

@@ -226,3 +226,40 @@ async def test_a_rerun_that_keeps_failing_is_reported_and_the_fast_text_stays(
         assert rerun.attempts == 2  # the first try and one retry
         assert translation.output_text == "Plain words: No acute fracture of the right wrist."
     await in_thread(check_database)
+
+
+@pytest.mark.slow
+async def test_a_gated_text_is_verified_while_a_clinician_keeps_translating_live(
+        daphne_server, celery_worker_process, clinician):
+    """The verification lane keeps up with a clinician at the bedside: the
+    first text is gated (a threshold above any confidence), and the real
+    worker (vLLM, float32, at its default idle CPU priority) verifies it
+    between the clinician's next translations, one every 3 s, each of which
+    completes; the clinician never waits for the worker."""
+    worker = celery_worker_process(RERUN_ENGINE="vllm", RERUN_MODEL=str(smollm2_hf_path()),
+                                   INFERENCE_MODEL=str(smollm2_gguf_path()), RERUN_CANDIDATES="full_precision")
+    server = daphne_server(INFERENCE_ENGINE="llamacpp", INFERENCE_MODEL=str(smollm2_gguf_path()),
+                           CONFIDENCE_THRESHOLD="1.01")  # above any confidence: every text gated
+    sentences = laymaker_sentences()
+    session = await in_thread(lambda: server.login(clinician.username))
+    async with await open_socket(server, session) as socket:
+        await socket.send(json.dumps({"type": "translate", "text": sentences[4]}))
+        frames = await receive_until(socket, ("done",), timeout=120)
+        first = frames[-1]["id"]
+        assert frames[-1]["verification"] == "pending"
+        verified_after = None
+        for n in range(1, 61):  # at most 60 more translations, one every 3 s
+            await asyncio.sleep(3)
+            await socket.send(json.dumps({"type": "translate", "text": sentences[4 + n]}))
+            more = await receive_until(socket, ("done", "error"), timeout=120)
+            assert more[-1]["type"] == "done", more[-1]
+            status = await in_thread(lambda: Rerun.objects.get(translation__request_id=first).status)
+            if status == Rerun.Status.COMPLETED:
+                verified_after = n
+                break
+    assert verified_after is not None, worker.logs()[-3000:]
+    rerun = await in_thread(lambda: Rerun.objects.get(translation__request_id=first))
+    assert rerun.status == Rerun.Status.COMPLETED and rerun.precision_label == "fp32"
+    # every translation the clinician asked for while the worker verified completed
+    assert await in_thread(lambda: Translation.objects.filter(status="completed").count()) == verified_after + 1
+    assert await in_thread(lambda: Translation.objects.get(request_id=first).verification) == "verified"

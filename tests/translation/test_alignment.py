@@ -115,6 +115,7 @@ def test_a_flagged_word_of_one_sentence_is_located_in_the_delivered_text(clinici
     assert [(f["kind"], f["text"]) for f in flags] == [("laterality", "right")]
     assert row.output_text[flags[0]["start"]:flags[0]["end"]] == "right"
     assert {item["text"].lower() for item in sentences[0]["missing"]} >= {"left"}
+    assert sentences[0]["status"] == REWRITTEN and sentences[0]["why"].startswith("The checks found 1 lost and 1 flagged")
     spans_point_at_their_text(row, sentences)
 
 
