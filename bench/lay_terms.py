@@ -85,6 +85,7 @@ def lay_terms_main(argv: list[str] | None = None) -> int:
             entry["verdicts_all"] = dict(Counter(row["verdict"] for row in texts if row.get("verdict")))
         report["sets"][name] = entry
     report["gate"] = _gate_effect()
+    report["unexplained_on_the_page"] = _unexplained_on_the_page()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -124,6 +125,38 @@ def _gate_effect(path: Path = Path("docs/quality/self-check.json")) -> dict:
             "added_verdicts": dict(Counter(a["verdict"] or "not judged" for a in added))}
 
 
+def _unexplained_on_the_page(path: Path = Path("docs/quality/unexplained-terms.json")) -> dict:
+    """Of the delivered texts that keep a term or abbreviation unexplained
+    in their words (``bench unexplained_terms``' ``flagged`` texts), those
+    that the page and the API still leave unexplained: a kept term is
+    explained where it stands when the input's glossary (the vetted
+    vocabularies, :func:`clinical.quality.glossary.glossary_terms`) defines
+    it, so a text counts when one of its terms has no such entry or only
+    the drug dictionary's "no vetted plain definition"."""
+    from django.conf import settings
+
+    from clinical.quality.glossary import DRUG, glossary_terms
+
+    inputs = {row["key"]: row["input"] for name, texts in stored_sets().items()
+              if name in ("this system, delivered", "unseen Cochrane, delivered") for row in texts}
+    found = json.loads(path.read_text(encoding="utf-8"))["sets"]
+    result = {}
+    for name, entry in found.items():
+        still = []
+        for text in entry["flagged"]:
+            defined = {g.term.lower() for g in glossary_terms(inputs[text["key"]],
+                                                              max_terms=settings.GLOSSARY_MAX_TERMS)
+                       if g.definition or g.source != DRUG}
+            left = [t for t in text["terms"] if t.lower() not in defined]
+            if left:
+                still.append({"key": text["key"], "terms": left})
+        low, high = wilson(len(still), entry["n"])
+        result[name] = {"n": entry["n"], "unexplained_in_words": entry["with_unexplained"],
+                        "unexplained_on_the_page": len(still), "share": round(len(still) / entry["n"], 4),
+                        "wilson95": [round(low, 4), round(high, 4)], "texts": still}
+    return result
+
+
 def _markdown(report: dict) -> str:
     lines = ["# Medical terms given words no vetted vocabulary gives for them", "",
              "The safety check's `lay_term` kind over the stored texts "
@@ -147,6 +180,16 @@ def _markdown(report: dict) -> str:
                   f"{gate['gated_before']} re-run without the `lay_term` kind, {gate['gated_after']} with it "
                   f"({gate['gated_before'] / gate['texts']:.1%} → {gate['gated_after'] / gate['texts']:.1%}); "
                   f"hand verdicts of the added texts: {gate['added_verdicts']}."]
+    lines += ["", "## Kept terms left unexplained on the page", "",
+              "`bench unexplained_terms` counts the delivered texts whose words leave a term or abbreviation "
+              "unexplained. The page and the API explain a kept term where it stands when the diagnosis's "
+              "glossary (HPO, the drug dictionary) defines it; these texts keep one it does not.", "",
+              "| set | texts | unexplained in the words | unexplained on the page | share (95 % interval) |",
+              "|---|---|---|---|---|"]
+    for name, entry in report["unexplained_on_the_page"].items():
+        low, high = entry["wilson95"]
+        lines.append(f"| {name} | {entry['n']} | {entry['unexplained_in_words']} | "
+                     f"{entry['unexplained_on_the_page']} | {entry['share']:.1%} ({low:.1%}–{high:.1%}) |")
     ours = report["sets"]["this system, fast"]["texts"]
     lines += ["", "## This system's fast texts with a finding", "", "| row | terms | output |", "|---|---|---|"]
     lines += [f"| {t['key']} | {', '.join(t['terms'])} | {t['output'].replace('|', '/')} |" for t in ours]

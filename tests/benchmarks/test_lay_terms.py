@@ -20,3 +20,8 @@ def test_the_report_counts_the_findings_and_the_re_runs_they_add(tmp_path):
     gate = report["gate"]
     assert gate["gated_after"] - gate["gated_before"] == len(gate["added"]) > 0
     assert "| this system, fast |" in out.with_suffix(".md").read_text()
+    page = report["unexplained_on_the_page"]
+    assert set(page) >= {"laymaker-dev"}
+    for entry in page.values():
+        assert 0 <= entry["unexplained_on_the_page"] == len(entry["texts"]) <= entry["unexplained_in_words"]
+    assert any(e["unexplained_on_the_page"] < e["unexplained_in_words"] for e in page.values())
