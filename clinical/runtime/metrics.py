@@ -29,6 +29,11 @@ Metrics (names and units follow the Prometheus conventions: seconds,
   last reported to Redis (:mod:`clinical.rerun.lane`);
 * ``clinical_rerun_queue_length``: tasks waiting in the Celery ``rerun``
   queue (Redis list length, shared by all replicas; NaN when Redis is down);
+* ``clinical_self_checks_total{outcome}``: the model's own check of a
+  text, where the gate reads it: ``ran``, or why the confidence gate stood
+  in: ``translations_waiting`` (skipped on a CPU engine), ``queue_full``,
+  ``gave_way`` (stopped for a clinician's translation that arrived; it
+  does not resume: the text is gated by its confidence) or ``failed``;
 * ``clinical_inflight_translations``: streams this replica holds leases for;
 * ``clinical_replica_draining``: 1 while the replica shuts down.
 
@@ -51,6 +56,8 @@ LATENCY = Histogram("clinical_translation_latency_seconds",
                     "End-to-end latency of completed translations: arrival to last token.",
                     buckets=(0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120))
 OUTPUT_TOKENS = Counter("clinical_translation_output_tokens", "Output tokens of finished translations.")
+SELF_CHECKS = Counter("clinical_self_checks", "The model's own check of a text: ran, or why the confidence "
+                      "gate stood in (translations_waiting, queue_full, gave_way, failed).", ["outcome"])
 
 
 #: Read at scrape time; the translation layer installs the reader

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 
 from clinical.models import Translation
 from clinical.quality import gate
+from clinical.runtime.metrics import SELF_CHECKS
 from inference.base import Engine, EngineBusy, EnginePreempted
 from inference.self_check import self_check_run
 
@@ -36,7 +37,11 @@ async def translation_self_check(*, translation: Translation, engine: Engine, te
     translation is waiting or running (:meth:`inference.base.Engine.interactive_queue_depth`):
     there the check costs the cores the clinicians share. Background work
     (``GenerationParams.background``): it gives way to a translation that
-    arrives while it runs, so their time to first word does not include it.
+    arrives while it runs, so their time to first word does not include it,
+    and does not resume: the text is gated by its confidence instead. Each
+    outcome is counted (``clinical_self_checks_total{outcome}``,
+    :mod:`clinical.runtime.metrics`), so the share of texts the weaker gate
+    stood in for is reported.
 
     Returns:
         P(yes) in [0, 1], or ``None`` when it did not run or gave no answer
@@ -54,6 +59,7 @@ async def translation_self_check(*, translation: Translation, engine: Engine, te
         # would take their cores (about 2.5 CPU-s a check) and hold this one's "done" behind
         # them (8 clinicians at once: E2E P50 1.9x, docs/benchmarks/ward-self-check.md).
         logger.info("self-check skipped, translations waiting")
+        SELF_CHECKS.labels(outcome="translations_waiting").inc()
         return None
     if on_start is not None:
         await on_start()
@@ -61,6 +67,7 @@ async def translation_self_check(*, translation: Translation, engine: Engine, te
         engine.admit(background=True)
     except EngineBusy:
         logger.info("self-check skipped, engine queue full")
+        SELF_CHECKS.labels(outcome="queue_full").inc()
         return None
     request_id = f"{translation.request_id}-{request_suffix}"
     started = time.perf_counter()
@@ -72,11 +79,14 @@ async def translation_self_check(*, translation: Translation, engine: Engine, te
         raise
     except EnginePreempted:
         logger.info("self-check gave way to a translation request_id=%s", request_id)
+        SELF_CHECKS.labels(outcome="gave_way").inc()
         return None
     except Exception as exc:  # noqa: BLE001 - the confidence gate stands in
         logger.error("self-check failed: %s", type(exc).__name__)
+        SELF_CHECKS.labels(outcome="failed").inc()
         return None
     logger.info("self-check p_yes=%.3f ms=%.0f", p_yes, (time.perf_counter() - started) * 1000)
+    SELF_CHECKS.labels(outcome="ran").inc()
     return p_yes
 
 

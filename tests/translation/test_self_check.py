@@ -11,6 +11,7 @@ import time
 
 import pytest
 from channels.db import database_sync_to_async
+from prometheus_client import REGISTRY
 
 from clinical.api.serializers import TranslationSerializer
 from clinical.models import AuditEvent, Translation
@@ -86,12 +87,15 @@ async def test_a_check_that_gives_way_to_a_clinicians_translation_leaves_the_con
     settings.SELF_CHECK_THRESHOLD = 0.6
     engine = FakeEngine(answer=FAST, logprob=-0.01, serial=True, token_delay_s=0.05, checks={FAST: 0.3})
     first, second = await create(clinician), await create(clinician)
+    gave_way, ran = checks_counted("gave_way"), checks_counted("ran")
     task = asyncio.create_task(translation_generate(translation=first, engine=engine, received_ns=time.monotonic_ns()))
     while f"{first.request_id}-check" not in engine.admitted:
         await asyncio.sleep(0.01)
     other = await translation_generate(translation=second, engine=engine, received_ns=time.monotonic_ns())
     done = await task
     assert f"{first.request_id}-check" in engine.preempted
+    # its cost is reported: one check gave way, the second text's ran
+    assert checks_counted("gave_way") == gave_way + 1 and checks_counted("ran") == ran + 1
     assert done.status == Translation.Status.COMPLETED and done.self_check is None
     assert done.rerun_reason == ""  # confident, both checks passed: not re-run
     assert other.status == Translation.Status.COMPLETED
@@ -103,6 +107,7 @@ async def test_on_a_busy_cpu_engine_the_check_is_skipped_and_the_confidence_gate
     settings.SELF_CHECK_THRESHOLD = 0.6
     engine = FakeEngine(answer=FAST, logprob=-0.01, serial=True, token_delay_s=0.05, checks={FAST: 0.3})
     first, second = await create(clinician), await create(clinician)
+    waiting = checks_counted("translations_waiting")
     task = asyncio.create_task(translation_generate(translation=first, engine=engine, received_ns=time.monotonic_ns()))
     while str(first.request_id) not in engine.admitted:
         await asyncio.sleep(0.01)
@@ -113,6 +118,12 @@ async def test_on_a_busy_cpu_engine_the_check_is_skipped_and_the_confidence_gate
     assert done.self_check is None and done.rerun_reason == ""  # confident and passing: not re-run
     assert after.self_check == pytest.approx(0.3)  # alone by then: checked
     assert f"{second.request_id}-check" in engine.admitted
+    assert checks_counted("translations_waiting") == waiting + 1
+
+
+def checks_counted(outcome: str) -> float:
+    """``clinical_self_checks_total{outcome}`` in this process's registry."""
+    return REGISTRY.get_sample_value("clinical_self_checks_total", {"outcome": outcome}) or 0.0
 
 
 async def cancelled_during_the_check(user, engine: FakeEngine, *message: str) -> tuple[Translation, Translation]:
