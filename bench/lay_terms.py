@@ -26,6 +26,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench.quality import laymaker_rows
+from bench.stats import report_write
 from bench.stored_texts import CLUSTER_VERSION, DEFAULT_OUTPUTS, delivered_texts, laymaker_outputs, wilson
 
 SAMPLES = sorted(Path("docs/quality").glob("unseen-cochrane-sample*.jsonl"))
@@ -87,10 +88,8 @@ def lay_terms_main(argv: list[str] | None = None) -> int:
     report["gate"] = _gate_effect()
     report["unexplained_on_the_page"] = _unexplained_on_the_page()
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     markdown = _markdown(report)
-    out.with_suffix(".md").write_text(markdown, encoding="utf-8")
+    report_write(out.parent, out.name, report, markdown)
     print(markdown)
     return 0
 
@@ -157,6 +156,12 @@ def _unexplained_on_the_page(path: Path = Path("docs/quality/unexplained-terms.j
     return result
 
 
+def _share(entry: dict) -> str:
+    """"7.6% (4.9%–11.6%)": a set's share and its Wilson 95 % interval."""
+    low, high = entry["wilson95"]
+    return f"{entry['share']:.1%} ({low:.1%}–{high:.1%})"
+
+
 def _markdown(report: dict) -> str:
     lines = ["# Medical terms given words no vetted vocabulary gives for them", "",
              "The safety check's `lay_term` kind over the stored texts "
@@ -166,10 +171,9 @@ def _markdown(report: dict) -> str:
              "| set | texts | with a finding | share (95 % interval) | newly failing | most frequent terms |",
              "|---|---|---|---|---|---|"]
     for name, entry in report["sets"].items():
-        low, high = entry["wilson95"]
         top = ", ".join(f"{term} ({n})" for term, n in entry["top_terms"][:6])
-        lines.append(f"| {name} | {entry['n']} | {entry['with_lay_term']} | {entry['share']:.1%} "
-                     f"({low:.1%}–{high:.1%}) | {entry['newly_failing']} | {top} |")
+        lines.append(f"| {name} | {entry['n']} | {entry['with_lay_term']} | {_share(entry)} | "
+                     f"{entry['newly_failing']} | {top} |")
     unseen = report["sets"].get("unseen Cochrane, delivered", {})
     if unseen.get("verdicts_all"):
         lines += ["", f"Hand verdicts of the unseen delivered texts: all {unseen['verdicts_all']}; "
@@ -187,9 +191,8 @@ def _markdown(report: dict) -> str:
               "| set | texts | unexplained in the words | unexplained on the page | share (95 % interval) |",
               "|---|---|---|---|---|"]
     for name, entry in report["unexplained_on_the_page"].items():
-        low, high = entry["wilson95"]
         lines.append(f"| {name} | {entry['n']} | {entry['unexplained_in_words']} | "
-                     f"{entry['unexplained_on_the_page']} | {entry['share']:.1%} ({low:.1%}–{high:.1%}) |")
+                     f"{entry['unexplained_on_the_page']} | {_share(entry)} |")
     ours = report["sets"]["this system, fast"]["texts"]
     lines += ["", "## This system's fast texts with a finding", "", "| row | terms | output |", "|---|---|---|"]
     lines += [f"| {t['key']} | {', '.join(t['terms'])} | {t['output'].replace('|', '/')} |" for t in ours]
