@@ -153,7 +153,8 @@ class Translation(models.Model):
                                           help_text='Statements not in the input: [{"kind", "text", "start", '
                                                     '"end", "detail"}].')
     glossary = models.JSONField(default=list, blank=True,
-                                help_text='Medical terms of the input: [{"term", "definition", "source"}].')
+                                help_text='Medical terms of the input from the vetted vocabularies (clinical.quality.glossary): '
+                                          '[{"term", "definition", "source", "source_name"}].')
     rerun_reason = models.CharField(
         max_length=64, blank=True,
         help_text='Why the full-precision re-run was queued: "low_self_check" (or "low_confidence" where '
