@@ -51,7 +51,11 @@
       appendSegments(span, chunk.segments);
       nodes.push(span);
     }
+    // The same characters, now marked: a live region must not read them again.
+    const live = output.getAttribute("aria-live");
+    if (live) output.setAttribute("aria-live", "off");
     output.replaceChildren(...nodes);
+    if (live) window.setTimeout(() => output.setAttribute("aria-live", live), 1000);
     const old = $(output.id + "-whys");
     if (old) old.remove();
     const box = whys(view.text_whys);
