@@ -118,7 +118,8 @@ def test_a_term_given_a_lay_word_outside_the_vocabulary_is_flagged_and_rerun_to_
         daphne_server, celery_worker_process):
     """The fast text says the fluid is in the lung; HPO says "fluid around
     lungs". The safety check's lay_term finding sends it to a real worker,
-    whose span candidate falls back on the vocabulary's words."""
+    whose span candidate keeps the term and explains it in the
+    vocabulary's words."""
     wrong = "The chest x-ray shows a small amount of fluid in the left lung."
     env = {"FAKE_ENGINE_ANSWER": wrong, "FAKE_ENGINE_SELF_CHECK": "0.9", "SELF_CHECK_THRESHOLD": "0.6",
            "RERUN_CANDIDATES": "full_precision,span_replacement"}
@@ -138,6 +139,6 @@ def test_a_term_given_a_lay_word_outside_the_vocabulary_is_flagged_and_rerun_to_
         time.sleep(0.5)
         body = client.get(created.headers["Location"].removeprefix("/api")).json()
     assert body["verified"], body
-    assert "fluid around lungs" in body["text"] and body["verified_quality"]["safety"]["passed"]
+    assert "pleural effusion (fluid around lungs)" in body["text"] and body["verified_quality"]["safety"]["passed"]
     [sentence] = body["sentences"]
     assert sentence["status"] == "rerun" and sentence["reasons"] == ["safety_failed"]

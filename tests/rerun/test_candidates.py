@@ -280,13 +280,17 @@ def test_span_replacement_keeps_an_easy_word_at_the_edge_of_a_term():
         ("Bowel sounds", "sounds from the gut"), ("Mild cardiomegaly", "a mildly enlarged heart")]
     text, _ = candidates.span_candidate_text(text="CC : Stable expressive aphasia .",
                                              answer="Stable expressive aphasia => a type of language disorder")
-    assert text == "CC : Stable loss of expressive speech ."  # the vocabulary's words for the hard ones
+    assert text == "CC : Stable expressive aphasia (loss of expressive speech) ."  # explained in the vocabulary's words
 
 
-def test_span_replacement_falls_back_on_hpo_layperson_synonyms_when_the_model_names_nothing():
+def test_span_replacement_keeps_a_term_the_model_missed_and_explains_it_by_its_hpo_layperson_synonym():
     text, replaced = candidates.span_candidate_text(text="Cardiomegaly .", answer="I cannot help with that.")
-    assert replaced == [("Cardiomegaly", "enlarged heart")]
-    assert text == "Enlarged heart ."
+    assert replaced == [("Cardiomegaly", "Cardiomegaly (enlarged heart)")]
+    assert text == "Cardiomegaly (enlarged heart) ."
+    # a model's words the vocabulary does not give are undone by the check; the vocabulary's stand instead
+    text, _ = candidates.span_candidate_text(text="Chest x-ray shows a small left pleural effusion.",
+                                             answer="pleural effusion => fluid in the lung")
+    assert text == "Chest x-ray shows a small left pleural effusion (fluid around lungs)."
 
 
 def test_span_replacement_keeps_the_article_in_front_of_the_plain_words_grammatical():
@@ -383,7 +387,7 @@ def test_the_rerun_stores_the_chosen_candidate_and_audits_the_tried_ones_without
                                                                                         monkeypatch):
     """The fake engine answers every prompt with a text that drops the side,
     so the generated candidates fail and the span replacement (the input
-    copied, HPO's plain words) is kept."""
+    copied, each hard term explained by HPO's plain words) is kept."""
     settings.RERUN_CANDIDATES = ("full_precision", "span_replacement", "sampled")
     engine = FakeEngine(answer=DROPS_LEFT, logprob=-0.01)
     monkeypatch.setattr(execute, "rerun_engine_get", lambda: engine)
@@ -394,7 +398,7 @@ def test_the_rerun_stores_the_chosen_candidate_and_audits_the_tried_ones_without
     assert "safety_failed" in row.rerun_reason
 
     done = execute.rerun_execute(translation_id=row.pk)
-    assert done.candidate == "span_replacement" and done.output_text == "Mild left enlarged heart."
+    assert done.candidate == "span_replacement" and done.output_text == "Mild left cardiomegaly (enlarged heart)."
     assert done.safety_passed and done.faithfulness_passed and done.engine_precision == "none"
     assert [r["name"] for r in done.candidates] == ["full_precision", "span_replacement", "sampled"]
     assert [r["safety_passed"] for r in done.candidates] == [False, True, False]

@@ -1,9 +1,9 @@
 """The ``span_replacement`` candidate: the input copied, with only its hard
 terms replaced by plain words. The model is asked for ``term => plain
 words`` lines (:data:`SPAN_SYSTEM_PROMPT`, :func:`span_messages`), read by
-:func:`span_lines_parse`; HPO layperson synonyms
-(:mod:`clinical.quality.glossary`, :func:`span_glossary_pairs`) fill in
-terms it missed; each replacement is kept only if the text with it still
+:func:`span_lines_parse`; terms it missed are kept and explained by their
+HPO layperson synonyms (:mod:`clinical.quality.glossary`,
+:func:`span_glossary_pairs`); each replacement is kept only if the text with it still
 passes the safety and faithfulness checks (:func:`span_replacements_apply`),
 so the candidate passes both checks by construction. English output only.
 """
@@ -204,8 +204,13 @@ def span_candidate_text(*, text: str, answer: str, language: str = "en") -> tupl
     """The ``span_replacement`` text: ``text`` with the model's replacements
     (``answer``, :func:`span_lines_parse`) then the vocabulary's
     (:func:`span_glossary_pairs`) for terms it missed, longer terms first
-    within each, through :func:`span_replacements_apply`."""
+    within each, through :func:`span_replacements_apply`; the vocabulary's
+    also for a term whose model replacement the checks undid. A vocabulary
+    term is kept and explained by its layperson synonym in parentheses
+    ("pleural effusion (fluid around lungs)"): the patient reads the word
+    the clinician will say, and its meaning in the vocabulary's words."""
     model_pairs = sorted(span_lines_parse(answer), key=lambda p: -len(p[0]))
-    seen = {term.lower() for term, _ in model_pairs}
-    vocabulary = sorted((p for p in span_glossary_pairs(text) if p[0].lower() not in seen), key=lambda p: -len(p[0]))
+    # after the model's: a term whose replacement was kept is taken by then, one the checks undid is not
+    vocabulary = sorted(((term, f"{term} ({plain})") for term, plain in span_glossary_pairs(text)),
+                        key=lambda p: -len(p[0]))
     return span_replacements_apply(text=text.strip(), pairs=[*model_pairs, *vocabulary], language=language)
