@@ -274,13 +274,15 @@ class TextJoiner:
         return "".join(self.pieces)
 
 
-def translation_parts_join(parts: list[TranslationPart], texts: list[str], *, cut: Sequence[bool] = ()) -> str:
+def translation_parts_join(parts: Sequence[TranslationPart | TranslationUnit], texts: Sequence[str], *,
+                           cut: Sequence[bool] = ()) -> str:
     """The one text of a translation from its parts' answers, joined by
     the :class:`TextJoiner` the fast run streams through, so a re-run's
     text is put together exactly as the fast text was stored.
 
     Args:
-        parts: :func:`translation_parts` of the translation.
+        parts: :func:`translation_parts` or :func:`translation_units` of
+            the translation (only their separators and prefixes are read).
         texts: the answer to each part, in order (as many as ``parts``).
         cut: for each part, whether its answer stopped at the token limit
             (finish reason ``"length"``), so the next sentence follows an

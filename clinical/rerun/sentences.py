@@ -17,7 +17,7 @@ from __future__ import annotations
 from clinical.models import Translation
 from clinical.quality import measure as quality
 from clinical.rerun import candidates as rerun_candidates
-from inference.parts import translation_parts, translation_parts_join
+from inference.parts import translation_parts_join, translation_units
 
 
 def sentences_to_rerun(translation: Translation, threshold: float | None) -> dict[int, list[str]]:
@@ -97,7 +97,7 @@ def sentences_join(translation: Translation, answers: list[str], cuts: list[bool
     Raises:
         ValueError: not one answer and one flag per sentence of the note.
     """
-    return translation_parts_join(translation_parts(translation), answers, cut=cuts)
+    return translation_parts_join(translation_units(translation), answers, cut=cuts)
 
 
 def _unit(translation: Translation, text: str) -> Translation:

@@ -81,27 +81,30 @@ def translation_sentences(translation: Translation) -> list[dict]:
     verified = translation.verified_rerun
     checked = verified or translation
     delivered = checked.output_text
+    kept = _kept_records(verified)
+    glossary = glossary_display(translation.glossary)
     units = translation_units(translation)
-    spans = _plain_spans(translation, units, verified, delivered)
+    spans = _plain_spans(translation, units, verified, kept, delivered)
     if spans is None:  # not aligned: the whole diagnosis beside the whole text
         units = [TranslationUnit("", "", translation.input_text, translation.input_text)]
         spans = [_stripped_span(delivered, 0, len(delivered))]
     sources = _source_spans(translation.input_text, units)
     sentences = []
     for index, (unit, source, plain) in enumerate(zip(units, sources, spans, strict=True)):
-        status, reasons, p_yes = _status(translation, verified, index, len(units), unit, delivered, plain)
+        record = kept.get(index + 1)
+        status, reasons, p_yes = _status(translation, verified, record, index, len(units), unit, delivered, plain)
         sentences.append({
             "number": index + 1,
             "source": {"text": translation.input_text[source[0]:source[1]], "start": source[0], "end": source[1]},
             "plain": None if plain is None else {"text": delivered[plain[0]:plain[1]],
                                                  "start": plain[0], "end": plain[1]},
             "status": status,
-            "why": _why(status, reasons, verified, index),
+            "why": _why(status, reasons, verified, record),
             "reasons": reasons,
             "p_yes": None if p_yes is None else round(p_yes, 3),
             "flags": [],
             "missing": [],
-            "terms": _terms_in(delivered, plain, translation.glossary),
+            "terms": _terms_in(delivered, plain, glossary),
         })
     _place_flags(sentences, checked.faithfulness_flags or [])
     _place_missing(sentences, translation.input_text, checked.safety_missing or [])
@@ -119,13 +122,14 @@ def _findings_why(sentence: dict) -> str:
     return f"The checks found {' and '.join(parts)}: read the marked words against the diagnosis."
 
 
-def _terms_in(text: str, span: tuple[int, int] | None, glossary: list[dict] | None) -> list[dict]:
-    """The glossary terms written in ``text[span]``, each where it first
-    stands there, longer terms first where two overlap."""
+def _terms_in(text: str, span: tuple[int, int] | None, glossary: list[dict]) -> list[dict]:
+    """The terms of ``glossary`` (as :func:`clinical.quality.glossary.glossary_display`
+    shows them) written in ``text[span]``, each where it first stands
+    there, longer terms first where two overlap."""
     if span is None:
         return []
     found: list[dict] = []
-    for entry in sorted(glossary_display(glossary), key=lambda e: -len(e["term"])):
+    for entry in sorted(glossary, key=lambda e: -len(e["term"])):
         words = entry["term"].split()
         if not words:
             continue
@@ -138,7 +142,8 @@ def _terms_in(text: str, span: tuple[int, int] | None, glossary: list[dict] | No
     return sorted(found, key=lambda t: t["start"])
 
 
-def _plain_spans(translation: Translation, units: list[TranslationUnit], verified, delivered: str):
+def _plain_spans(translation: Translation, units: list[TranslationUnit], verified, kept: dict[int, dict],
+                 delivered: str):
     """Each unit's ``(start, end)`` in ``delivered`` (``None`` for an empty
     answer), or ``None`` when the stored answers do not join to it."""
     if len(units) == 1:
@@ -152,13 +157,12 @@ def _plain_spans(translation: Translation, units: list[TranslationUnit], verifie
     else:
         answers = [check["answer"] for check in checks]
         cuts = [bool(check.get("cut")) for check in checks]
-        if verified is not None and verified.candidate == RERUN_SENTENCES:
-            for record in _kept_records(verified).values():
-                if record["kept"] != RERUN_KEPT_FAST_TEXT:
-                    if "answer" not in record:
-                        return None
-                    answers[record["sentence"] - 1] = record["answer"]
-                    cuts[record["sentence"] - 1] = False
+        for record in kept.values():
+            if record["kept"] != RERUN_KEPT_FAST_TEXT:
+                if "answer" not in record:
+                    return None
+                answers[record["sentence"] - 1] = record["answer"]
+                cuts[record["sentence"] - 1] = False
     text, spans = translation_parts_spans(units, answers, cut=cuts)
     return spans if text == delivered else None
 
@@ -186,15 +190,17 @@ def _source_spans(text: str, units: list[TranslationUnit]) -> list[tuple[int, in
     return spans
 
 
-def text_locate(text: str, needle: str, start: int = 0, *, ignore_case: bool = False) -> tuple[int, int] | None:
-    """Where ``needle`` first stands in ``text`` at or after ``start``:
-    ``(start, end)`` character offsets, any run of whitespace in either
+def text_locate(text: str, needle: str, start: int = 0, end: int | None = None, *,
+                ignore_case: bool = False) -> tuple[int, int] | None:
+    """Where ``needle`` first stands in ``text[start:end]``: ``(start,
+    end)`` character offsets into ``text``, any run of whitespace in either
     matching any other; ``None`` when it is not there (or blank)."""
     needle = needle.strip()
     if not needle:
         return None
     pattern = r"\s+".join(re.escape(word) for word in needle.split())
-    match = re.compile(pattern, re.IGNORECASE if ignore_case else 0).search(text, start)
+    match = re.compile(pattern, re.IGNORECASE if ignore_case else 0).search(
+        text, start, len(text) if end is None else end)
     return (match.start(), match.end()) if match else None
 
 
@@ -206,12 +212,13 @@ def _kept_records(rerun) -> dict[int, dict]:
     return {r["sentence"]: r for r in rerun.candidates or [] if "kept" in r and "sentence" in r}
 
 
-def _status(translation: Translation, verified, index: int, count: int, unit: TranslationUnit, delivered: str,
-            plain: tuple[int, int] | None) -> tuple[str, list[str], float | None]:
+def _status(translation: Translation, verified, record: dict | None, index: int, count: int, unit: TranslationUnit,
+            delivered: str, plain: tuple[int, int] | None) -> tuple[str, list[str], float | None]:
+    """``(status, reasons, p_yes)`` of sentence ``index`` (``record``: the
+    re-run's record of the text it kept for it, if any)."""
     checks = translation.sentence_checks or []
     p_yes = checks[index].get("p_yes") if count > 1 and index < len(checks) else translation.self_check
     reasons = [r for r in (translation.rerun_reason or "").split(",") if r]
-    record = _kept_records(verified).get(index + 1)
     if count > 1:  # a note: the reasons are the sentence's own
         reasons = [r for r in (record or {}).get("reason", "").split(",") if r]
         if not reasons and quality.self_check_doubted(p_yes, translation.self_check_threshold):
@@ -230,11 +237,10 @@ def _status(translation: Translation, verified, index: int, count: int, unit: Tr
     return REWRITTEN, [], p_yes
 
 
-def _why(status: str, reasons: list[str], verified, index: int) -> str:
+def _why(status: str, reasons: list[str], verified, record: dict | None) -> str:
     words = [REASON_WORDS[r] for r in reasons if r in REASON_WORDS]
     because = (" because " + " and ".join(words)) if words else ""
     if status == AS_WRITTEN:
-        record = _kept_records(verified).get(index + 1)
         if verified is not None and (verified.candidate == RERUN_AS_WRITTEN
                                      or (record or {}).get("kept") == RERUN_AS_WRITTEN or reasons):
             return "Given as written" + because + ": explain it to the patient yourself."
@@ -258,14 +264,12 @@ def _place_flags(sentences: list[dict], flags: list[dict]) -> None:
 
 def _place_missing(sentences: list[dict], input_text: str, missing: list[dict]) -> None:
     for item in missing:
-        found = None
+        home, found = sentences[0], None
         for sentence in sentences:
-            found = text_locate(input_text, item.get("text", ""), sentence["source"]["start"], ignore_case=True)
-            if found and found[1] <= sentence["source"]["end"]:
-                sentence["missing"].append({"kind": item.get("kind"), "text": item.get("text"),
-                                            "start": found[0], "end": found[1]})
+            found = text_locate(input_text, item.get("text", ""), sentence["source"]["start"],
+                                sentence["source"]["end"], ignore_case=True)
+            if found:
+                home = sentence
                 break
-            found = None
-        if found is None:
-            sentences[0]["missing"].append({"kind": item.get("kind"), "text": item.get("text"),
-                                            "start": None, "end": None})
+        home["missing"].append({"kind": item.get("kind"), "text": item.get("text"),
+                                "start": found[0] if found else None, "end": found[1] if found else None})

@@ -19,6 +19,7 @@ from __future__ import annotations
 from clinical.models import Translation
 from clinical.quality.display import FLAG_LABELS, KIND_LABELS
 from clinical.translation.alignment import AS_WRITTEN, DOUBTED, RERUN, REWRITTEN, translation_sentences
+from clinical.translation.handouts import handout_model_text
 
 #: How each status is named on the page.
 STATUS_LABELS = {REWRITTEN: "Rewritten", AS_WRITTEN: "As written", RERUN: "Re-run", DOUBTED: "Doubted"}
@@ -34,16 +35,15 @@ def translation_sentence_view(*, translation: Translation, id_prefix: str = "m")
     ``status_label``, ``source_segments`` and ``plain_segments`` added;
     ``text`` the delivered text as chunks ``{"sentence": number or None,
     "status", "why", "segments"}`` in order (the gaps between sentences as
-    chunks with ``sentence`` ``None``); ``marks`` the number of marks.
-    ``text_whys`` and ``table_whys``: ``{"id", "why"}`` of every mark in
+    chunks with ``sentence`` ``None``); ``marks`` the number of marks in
+    the text. ``text_whys`` and ``table_whys``: ``{"id", "why"}`` of every mark in
     the text and in the sentence table, rendered apart from the text so
     that the text's own characters stay exactly the delivered text; each
     mark's ``aria-describedby`` names its ``id``. ``id_prefix`` keeps the
     marks' ids apart where a page shows two views. Empty lists for a
     translation that did not complete."""
     sentences = translation_sentences(translation)
-    verified = translation.verified_rerun if sentences else None
-    delivered = verified.output_text if verified else translation.output_text
+    delivered = handout_model_text(translation=translation)
     counter = iter(range(1, 1_000_000))
     chunks: list[dict] = []
     cursor = 0

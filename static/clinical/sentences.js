@@ -40,33 +40,34 @@
   // its characters stay exactly the text.
   function renderText(output, view) {
     if (!view.text.length) return;
-    const nodes = [];
+    const text = document.createDocumentFragment();
     for (const chunk of view.text) {
-      if (!chunk.status) { nodes.push(...segmentNodes(chunk.segments)); continue; }
+      if (!chunk.status) { appendSegments(text, chunk.segments); continue; }
       const span = el("span", {
         class: "sentence-" + chunk.status, tabindex: "0",
         "data-why": "Sentence " + chunk.sentence + ": " + chunk.why,
         "aria-describedby": view.id_prefix + "s" + chunk.sentence,
       });
       appendSegments(span, chunk.segments);
-      nodes.push(span);
+      text.appendChild(span);
     }
     // The same characters, now marked: a live region must not read them again.
     const live = output.getAttribute("aria-live");
     if (live) output.setAttribute("aria-live", "off");
-    output.replaceChildren(...nodes);
+    output.replaceChildren(text);
     if (live) window.setTimeout(() => output.setAttribute("aria-live", live), 1000);
-    const old = $(output.id + "-whys");
-    if (old) old.remove();
+    clear(output, null);
     const box = whys(view.text_whys);
     box.id = output.id + "-whys";
     output.after(box);
   }
 
-  function segmentNodes(segments) {
-    const holder = document.createElement("span");
-    appendSegments(holder, segments);
-    return [...holder.childNodes];
+  // Takes away what render put beside the text element (the marks' whys)
+  // and empties and hides the table slot; either may be null.
+  function clear(outputEl, slot) {
+    const old = outputEl ? $(outputEl.id + "-whys") : null;
+    if (old) old.remove();
+    if (slot) { slot.hidden = true; slot.replaceChildren(); }
   }
 
   // The handout's actions on one sentence: keep it (recorded), use the
@@ -156,7 +157,7 @@
     }
   }
 
-  window.clinicalSentences = { render, load };
+  window.clinicalSentences = { render, load, clear };
 
   // A page that comes with its view renders it at once.
   for (const holder of document.querySelectorAll("[data-sentence-view]")) {

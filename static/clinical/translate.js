@@ -111,9 +111,7 @@
   }
 
   function hideSentences() {
-    if (sentenceSlot) { sentenceSlot.hidden = true; sentenceSlot.replaceChildren(); }
-    const whys = $("output-whys");
-    if (whys) whys.remove();
+    if (sentences) sentences.clear(output, sentenceSlot);
   }
 
   function showVerifying(frame) {
