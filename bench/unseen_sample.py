@@ -17,8 +17,15 @@ is the honest sample of unseen sentences. Three steps:
   abstract with the first. Seed 2911 without ``--skip`` gives sample 1
   (docs/quality/unseen-cochrane-sample.jsonl) row for row; ``--skip 40``
   sample 2 and ``--skip 80`` sample 3.
+* ``draw --source laymaker-dev --language es``: the Spanish sample,
+  ``--n`` laymaker-dev sentences (``ORIGINAL``) that hold a medical term
+  HPO has an official Spanish label for
+  (:func:`inference.lay_terms.spanish_terms`), shuffled by ``--seed``; each
+  row carries ``"language": "es"``. The product's Spanish prompt uses one
+  fixed example and no laymaker-dev row, so no row of the sample served
+  the prompt. Seed 2911 gives docs/quality/spanish-sample.jsonl.
 * ``post``: each row without a ``delivered`` text is sent to
-  ``POST /api/v1/translations/`` (``Authorization: Bearer``; the 201 carries
+  ``POST /api/v1/translations/`` (in the row's ``language``, default English) (``Authorization: Bearer``; the 201 carries
   the fast text) and its ``GET`` polled, ``Retry-After`` apart, until the
   verification is final (``not_needed``, ``verified`` or ``failed``); the
   row gets ``fast``, ``delivered`` (the GET's ``text``: what the patient
@@ -39,6 +46,7 @@ No reference rewrite exists for these sentences, so no SARI.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import random
 import time
@@ -80,6 +88,25 @@ def sentences_draw(abstracts: list[str], *, n: int, seed: int, skip: int = 0) ->
     raise ValueError(f"only {len(drawn)} abstracts have a sentence of {MIN_WORDS}-{MAX_WORDS} words")
 
 
+def laymaker_spanish_draw(rows: list[dict], *, n: int, seed: int) -> list[dict]:
+    """``n`` laymaker-dev rows (``{"ID", "ORIGINAL", ...}``) that hold a term
+    with an HPO Spanish label, as rows ``{"n", "line", "input", "language":
+    "es"}`` (``line``: the row's ``ID``), in an order shuffled by ``seed``.
+
+    Raises:
+        ValueError: fewer than ``n`` rows hold such a term.
+    """
+    from inference.lay_terms import spanish_terms
+
+    order = list(range(len(rows)))
+    random.Random(seed).shuffle(order)
+    drawn = [rows[i] for i in order if spanish_terms(rows[i]["ORIGINAL"])][:n]
+    if len(drawn) < n:
+        raise ValueError(f"only {len(drawn)} laymaker-dev rows hold a term with a Spanish label")
+    return [{"n": k, "line": int(row["ID"]), "input": row["ORIGINAL"].strip(), "language": "es"}
+            for k, row in enumerate(drawn)]
+
+
 def rows_read(path: Path) -> list[dict]:
     """The JSON lines of ``path``."""
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -92,8 +119,9 @@ def rows_write(path: Path, rows: list[dict]) -> None:
     tmp.replace(path)
 
 
-def translation_post(client, text: str, *, poll_s: float = 2.0, timeout_s: float = 900.0) -> dict:
-    """POST ``text`` (``client``: an ``httpx.Client`` with the base URL and
+def translation_post(client, text: str, *, language: str = "en", poll_s: float = 2.0,
+                     timeout_s: float = 900.0) -> dict:
+    """POST ``text`` for output in ``language`` (``client``: an ``httpx.Client`` with the base URL and
     the bearer token) and poll its GET until the verification is final.
 
     Returns:
@@ -104,7 +132,7 @@ def translation_post(client, text: str, *, poll_s: float = 2.0, timeout_s: float
             verification was not final after ``timeout_s``.
     """
     started = time.monotonic()
-    answer = client.post("/api/v1/translations/", json={"text": text})
+    answer = client.post("/api/v1/translations/", json={"text": text, "language": language})
     if answer.status_code != 201:
         raise RuntimeError(f"POST answered {answer.status_code}: {answer.text[:300]}")
     body, location = answer.json(), answer.headers["Location"]
@@ -160,10 +188,13 @@ def render(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench unseen_sample", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    draw = sub.add_parser("draw", help="draw sentences from cochrane-val.source")
+    draw = sub.add_parser("draw", help="draw sentences from cochrane-val.source (or laymaker-dev, in Spanish)")
     draw.add_argument("--n", type=int, default=40)
     draw.add_argument("--seed", type=int, default=2911)
     draw.add_argument("--skip", type=int, default=0, help="leave out the first N drawn (an earlier sample)")
+    draw.add_argument("--source", choices=("cochrane", "laymaker-dev"), default="cochrane")
+    draw.add_argument("--language", choices=("en", "es"), default="en",
+                      help="with --source laymaker-dev: es (terms with a Spanish label)")
     draw.add_argument("--out", required=True)
     post = sub.add_parser("post", help="post each row to a running stack and read it back")
     post.add_argument("rows")
@@ -172,7 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     report = sub.add_parser("report", help="the verdicts as Markdown")
     report.add_argument("rows")
     args = parser.parse_args(argv)
-    if args.command == "draw":
+    if args.command == "draw" and args.source == "laymaker-dev":
+        if args.language != "es":
+            parser.error("--source laymaker-dev draws the Spanish sample: give --language es")
+        with open(corpus_file("laymaker-dev.csv"), newline="", encoding="utf-8") as handle:
+            rows = laymaker_spanish_draw(list(csv.DictReader(handle)), n=args.n, seed=args.seed)
+        rows_write(Path(args.out), rows)
+        print(f"{len(rows)} sentences written to {args.out}")
+    elif args.command == "draw":
         abstracts = corpus_file("cochrane-val.source").read_text(encoding="utf-8").splitlines()
         rows = sentences_draw(abstracts, n=args.n, seed=args.seed, skip=args.skip)
         rows_write(Path(args.out), rows)
@@ -187,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
             for row in rows:
                 if "delivered" in row:
                     continue
-                row_update(row, translation_post(client, row["input"]))
+                row_update(row, translation_post(client, row["input"], language=row.get("language", "en")))
                 rows_write(path, rows)
                 print(f"[{row['n']}] {row['verification']} {row['seconds']} s", flush=True)
     else:

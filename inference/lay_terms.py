@@ -12,6 +12,11 @@ its clinical definition (:data:`HPO`).
 Two users: the glossary (:mod:`clinical.quality.glossary`, every term with
 its definition) and the prompt (:func:`lay_hints`, the layperson synonyms
 only, listed after the sentence: :data:`inference.prompts.HINTS_PROMPT_VERSION`).
+
+For Spanish output, the same terms have HPO's official Spanish labels
+(:func:`spanish_labels`, :func:`spanish_terms`: "Pleural effusion":
+"Derrame pleural"), shipped in ``inference/data/hpo_es_labels.tsv`` (source
+and licence in the README beside it).
 Plain Python, no Django: ``inference`` renders stored prompts again.
 """
 
@@ -33,6 +38,8 @@ INDEX_VERSION = 2  # bump when _build_index changes
 _DEFINITION_CHARS = 200
 
 WORD = re.compile(r"[a-z][a-z0-9'-]*")
+#: HPO's Spanish labels, one ``HPO id, English name, Spanish label`` row per term (tab-separated, a header line).
+SPANISH_LABELS_FILE = Path(__file__).with_name("data") / "hpo_es_labels.tsv"
 
 
 def hpo_obo_path() -> Path:
@@ -222,3 +229,39 @@ def lay_hints(text: str) -> list[tuple[str, str]]:
         plain = plain if plain[:2].isupper() else plain[:1].lower() + plain[1:]
         pairs.append((start, surface, plain))
     return [(surface, plain) for _, surface, plain in sorted(pairs)]
+
+
+@functools.cache
+def spanish_labels() -> dict[str, str]:
+    """HPO's official Spanish label of each term, ``{English term name (as
+    in the installed hp.obo): Spanish label}``: "Aortic valve stenosis":
+    "Estenosis de la válvula aórtica". Read once per process from
+    :data:`SPANISH_LABELS_FILE` (about 10 ms).
+
+    Raises:
+        OSError: the file is missing (it is part of the package).
+    """
+    rows = SPANISH_LABELS_FILE.read_text(encoding="utf-8").splitlines()[1:]
+    return {name: label for _, name, label in (row.split("\t") for row in rows if row)}
+
+
+def spanish_terms(text: str) -> list[tuple[str, str]]:
+    """The medical terms of ``text`` (English, :func:`find_terms`) that HPO
+    has a Spanish label for, in text order, each term once.
+
+    Example: ``spanish_terms("Moderate aortic stenosis.")`` is
+    ``[("aortic stenosis", "Estenosis de la válvula aórtica")]``.
+
+    Returns:
+        ``[(term as written, Spanish label)]``.
+    """
+    labels = spanish_labels()
+    pairs: list[tuple[int, str, str]] = []
+    seen: set[str] = set()
+    for start, surface, (name, _, _) in find_terms(text):
+        label = labels.get(name)
+        if label is None or surface.lower() in seen:
+            continue
+        seen.add(surface.lower())
+        pairs.append((start, surface, label))
+    return [(surface, label) for _, surface, label in sorted(pairs)]

@@ -28,7 +28,8 @@ from inference.examples import (
     heading_split,
     note_sentences,
 )
-from inference.prompts import EXAMPLES_PROMPT_VERSION, ClusterPrompt, build_messages
+from inference.lay_terms import spanish_terms
+from inference.prompts import EXAMPLES_PROMPT_VERSION, SPANISH_TERMS_PROMPT_VERSION, ClusterPrompt, build_messages
 
 
 class StoredTranslation(Protocol):
@@ -79,6 +80,9 @@ def translation_parts(translation: StoredTranslation) -> list[TranslationPart]:
       (:func:`inference.examples.heading_split`).
     * :data:`inference.prompts.EXAMPLES_PROMPT_VERSION`: one part per
       sentence, each with the ``DEFAULT_K`` most similar pool examples.
+    * :data:`inference.prompts.SPANISH_TERMS_PROMPT_VERSION`: one part,
+      the whole text with the Spanish labels of its terms
+      (:func:`inference.lay_terms.spanish_terms`) listed after it.
     * anything else: one part, the whole text with the instructions of
       ``PROMPT_VERSION``.
 
@@ -97,6 +101,10 @@ def translation_parts(translation: StoredTranslation) -> list[TranslationPart]:
         return [TranslationPart(unit.separator, cluster_messages(
             unit.sentence, router=router, k=cluster.k, hints=cluster.hints, **options), unit.prefix, unit.source)
             for unit in units]
+    if translation.prompt_version == SPANISH_TERMS_PROMPT_VERSION:
+        return [TranslationPart("", build_messages(translation.input_text, **options,
+                                                   spanish_terms=spanish_terms(translation.input_text)),
+                                source=translation.input_text)]
     if translation.prompt_version != EXAMPLES_PROMPT_VERSION:
         return [TranslationPart("", build_messages(translation.input_text, **options),
                                 source=translation.input_text)]

@@ -46,6 +46,14 @@ sentences with the default 1.5B model, docs/quality/):
   the last message is the ``.2`` prefix, so the cached cluster prefixes
   are the same; a sentence without such terms renders the ``.2``
   messages exactly. Stored as ``"2026-11-25.3+c24x8k0"``.
+* ``2026-11-29.1`` (:data:`SPANISH_TERMS_PROMPT_VERSION`): Spanish output
+  of a diagnosis with medical terms that HPO has an official Spanish label
+  for (:func:`inference.lay_terms.spanish_terms`): the ``2026-11-22.3``
+  messages, and the last message lists each term with its Spanish label
+  after the diagnosis (:func:`spanish_terms_line`), so the patient reads
+  the vetted Spanish term, explained, not the model's guess at one
+  ("constipado", a cold, for constipated). Spanish without such terms
+  renders ``2026-11-22.3``.
 """
 
 from __future__ import annotations
@@ -61,6 +69,8 @@ EXAMPLES_PROMPT_VERSION = "2026-11-25.1"
 CLUSTER_PROMPT_VERSION = "2026-11-25.2"
 #: Cluster prefixes with the vocabulary's plain words for the sentence's terms.
 HINTS_PROMPT_VERSION = "2026-11-25.3"
+#: The one-example prompt in Spanish with the vetted Spanish terms listed.
+SPANISH_TERMS_PROMPT_VERSION = "2026-11-29.1"
 _CLUSTER_VERSION = re.compile("(" + re.escape(CLUSTER_PROMPT_VERSION) + "|" + re.escape(HINTS_PROMPT_VERSION) +
                               r")\+c(\d+)x(\d+)k(\d+)(h?)")
 
@@ -166,9 +176,27 @@ def hints_line(hints: Sequence[tuple[str, str]]) -> str:
     return f"{HINTS_OPENING}{pairs})"
 
 
+SPANISH_TERMS_OPENING = ("(The Spanish medical terms for these words, from a medical dictionary: "
+                         "use them, and explain each in plain words: ")
+
+
+def spanish_terms_line(terms: Sequence[tuple[str, str]]) -> str:
+    """The line that follows the diagnosis in the last message of a
+    :data:`SPANISH_TERMS_PROMPT_VERSION` prompt, e.g. ``"(The Spanish
+    medical terms ...: pleural effusion = derrame pleural)"``; ``""``
+    without ``(term, Spanish label)`` pairs. A label is lower-cased at its
+    first letter unless it starts with an abbreviation."""
+    if not terms:
+        return ""
+    pairs = "; ".join(f"{term} = {label if label[:2].isupper() else label[:1].lower() + label[1:]}"
+                      for term, label in terms)
+    return f"{SPANISH_TERMS_OPENING}{pairs})"
+
+
 def hints_strip(content: str) -> str:
-    """A last message without its :func:`hints_line`: the sentence."""
-    return content.split("\n\n" + HINTS_OPENING, 1)[0]
+    """A last message without its :func:`hints_line` or
+    :func:`spanish_terms_line`: the sentence."""
+    return content.split("\n\n" + HINTS_OPENING, 1)[0].split("\n\n" + SPANISH_TERMS_OPENING, 1)[0]
 
 
 def prompt_version(examples: Sequence | None = None) -> str:
@@ -208,7 +236,8 @@ def _examples_messages(text: str, system: str, examples: Sequence, placement: st
 def build_messages(diagnosis_text: str, *, reading_level: int = DEFAULT_READING_LEVEL,
                    language: str = DEFAULT_LANGUAGE, examples: Sequence | None = None,
                    placement: str = EXAMPLES_PLACEMENT, prefix_examples: Sequence = (),
-                   hints: Sequence[tuple[str, str]] = ()) -> list[dict[str, str]]:
+                   hints: Sequence[tuple[str, str]] = (),
+                   spanish_terms: Sequence[tuple[str, str]] = ()) -> list[dict[str, str]]:
     """Chat messages for one translation.
 
     Args:
@@ -232,6 +261,11 @@ def build_messages(diagnosis_text: str, *, reading_level: int = DEFAULT_READING_
             up to them is shared by every sentence of the cluster; pair
             with ``placement="inline"`` to keep the per-sentence examples
             out of that prefix.
+        hints: with ``examples``, ``(term, plain words)`` pairs listed after
+            the sentence (:func:`hints_line`).
+        spanish_terms: without ``examples`` and with ``language="es"``,
+            ``(term, Spanish label)`` pairs listed after the diagnosis
+            (:func:`spanish_terms_line`; :data:`SPANISH_TERMS_PROMPT_VERSION`).
 
     Returns:
         ``{"role", "content"}`` dicts, the system message first. Without
@@ -253,9 +287,12 @@ def build_messages(diagnosis_text: str, *, reading_level: int = DEFAULT_READING_
     system = SYSTEM_PROMPT.format(reading_level=READING_LEVELS[reading_level])
     if language != "en":
         system += f"\nWrite your answer in {LANGUAGES[language]}."
+    text = diagnosis_text.strip()
+    if spanish_terms and language == "es":
+        text = f"{text}\n\n{spanish_terms_line(spanish_terms)}"
     return [
         {"role": "system", "content": system},
         {"role": "user", "content": EXAMPLE_NOTE},
         {"role": "assistant", "content": EXAMPLE_ANSWERS[language]},
-        {"role": "user", "content": diagnosis_text.strip()},
+        {"role": "user", "content": text},
     ]

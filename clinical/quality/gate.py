@@ -32,6 +32,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from inference.prompts import PROMPT_VERSION, SPANISH_TERMS_PROMPT_VERSION
 from inference.self_check import SELF_CHECK_PROMPT_VERSION
 
 #: The design's threshold, for models not calibrated yet.
@@ -49,11 +50,24 @@ def _calibrations(path: Path = CALIBRATION_FILE) -> dict:
         return {}
 
 
+#: Prompt versions read at the calibration of the prompt they extend: the
+#: Spanish-terms prompt is the one-example prompt with one more line, and
+#: Spanish output has no calibration of its own (no Spanish reference
+#: rewrites to judge it by), so it is gated as the one-example prompt is.
+CALIBRATED_AS = {SPANISH_TERMS_PROMPT_VERSION: PROMPT_VERSION}
+
+
+def _calibration(model_name: str, prompt_version: str) -> dict | None:
+    versions = _calibrations().get(model_name, {})
+    return versions.get(prompt_version) or versions.get(CALIBRATED_AS.get(prompt_version, ""))
+
+
 def calibrated_threshold(model_name: str, prompt_version: str) -> float | None:
     """The threshold ``python -m bench gate_calibrate --write`` stored for
-    ``model_name`` and ``prompt_version`` in :data:`CALIBRATION_FILE`, or
+    ``model_name`` and ``prompt_version`` (or the version it is read as,
+    :data:`CALIBRATED_AS`) in :data:`CALIBRATION_FILE`, or
     ``None`` when that pair was never calibrated (no setting consulted)."""
-    entry = _calibrations().get(model_name, {}).get(prompt_version)
+    entry = _calibration(model_name, prompt_version)
     return float(entry["threshold"]) if entry else None
 
 
@@ -96,7 +110,7 @@ def self_check_threshold(model_name: str, prompt_version: str) -> float | None:
         return None
     if settings.SELF_CHECK_THRESHOLD is not None:
         return settings.SELF_CHECK_THRESHOLD
-    entry = (_calibrations().get(model_name, {}).get(prompt_version) or {}).get("self_check")
+    entry = (_calibration(model_name, prompt_version) or {}).get("self_check")
     if not entry or entry.get("prompt_version") != SELF_CHECK_PROMPT_VERSION:
         return None
     return float(entry["threshold"])

@@ -28,11 +28,13 @@ Every item of these kinds found in the input must be present in the output
   part ("fasciotomy", "ischemic") that the output neither keeps nor
   explains with a plain word for one of its parts
   (:mod:`clinical.quality.terms`);
-* ``lay_term`` (English output only): a Human Phenotype Ontology term that
+* ``lay_term``: in English output, a Human Phenotype Ontology term that
   the output replaced with plain words matching none of the layperson
   synonyms HPO gives it ("pleural effusion" as "fluid in the lung", where
   HPO says "fluid around lungs"; :mod:`clinical.quality.vetted_terms`),
-  where no word of it is a ``term`` missing already.
+  where no word of it is a ``term`` missing already; in Spanish output, an
+  HPO term that the output does not say by HPO's official Spanish label
+  ("constipado" for constipated, where HPO says "estreñimiento").
 
 The output may rewrite numbers as words (num2words 0.5.14, English and
 Spanish, cardinals, ordinals, "half"), units as their spelled forms in
@@ -56,7 +58,7 @@ from functools import lru_cache
 
 from clinical.quality import safety_vocab as vocab
 from clinical.quality import terms
-from clinical.quality.vetted_terms import lay_term_findings
+from clinical.quality.vetted_terms import lay_term_findings, spanish_term_findings
 
 KINDS = ("dose", "measurement", "number", "drug", "laterality", "negation", "uncertainty", "extent", "term",
          "lay_term")
@@ -400,8 +402,9 @@ def _paired_cue_items(kind: str, cues_in: re.Pattern, words_out: re.Pattern, inp
 def safety_check(*, input_text: str, output_text: str, language: str = "en") -> SafetyResult:
     """Check that every dose, measurement, number, drug, side, negation,
     hedge and qualifier of extent of ``input_text`` is present in
-    ``output_text``, and (English output)
-    that every medical term is kept or explained (rules above).
+    ``output_text``, and that every medical term is kept or explained
+    (English output) or said by its vetted Spanish label (Spanish output;
+    rules above).
 
     Args:
         input_text: the clinician's text (English).
@@ -465,6 +468,9 @@ def safety_check(*, input_text: str, output_text: str, language: str = "en") -> 
         for finding in lay_term_findings(input_text=input_text, output_text=output_text):
             if not any(finding.start <= start < finding.end for start in unexplained):
                 record(SafetyItem("lay_term", finding.term), False)
+    elif language == "es":
+        for finding in spanish_term_findings(input_text=input_text, output_text=output_text):
+            record(SafetyItem("lay_term", finding.term), False)
 
     return SafetyResult(passed=not missing, missing=tuple(missing), checked=tuple(checked))
 

@@ -1,6 +1,7 @@
 """Medical terms replaced by plain words that no vetted vocabulary gives
 for them: part of the safety check (:func:`clinical.quality.safety.safety_check`,
-kind ``lay_term``, English output only).
+kind ``lay_term``; English output, and Spanish output held to HPO's
+Spanish labels: :func:`spanish_term_findings`).
 
 A small model's commonest wrong text is a term given a lay word that
 means something else: "a small left pleural effusion" as "fluid in the
@@ -38,10 +39,11 @@ Measured over the stored texts: ``python -m bench unexplained_terms``
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 from clinical.quality.textnorm import normalize
-from inference.lay_terms import easy_word, find_terms, layperson_synonyms
+from inference.lay_terms import easy_word, find_terms, layperson_synonyms, spanish_terms
 
 #: Words of a layperson synonym that carry no meaning of their own.
 STOP_WORDS = frozenset({"a", "an", "the", "of", "and", "or", "to", "with", "for", "by", "is", "are", "be",
@@ -109,4 +111,59 @@ def lay_term_findings(*, input_text: str, output_text: str) -> list[LayTermFindi
         if any(_matches(lay, output_stems) for lay in lays):
             continue
         findings.append(LayTermFinding(surface, start, start + len(surface), name, lays))
+    return sorted(findings, key=lambda f: f.start)
+
+
+#: Spanish words of a label that carry no meaning of their own.
+SPANISH_STOP_WORDS = frozenset({"a", "al", "con", "de", "del", "el", "en", "la", "las", "lo", "los", "o", "para",
+                                "por", "su", "sus", "u", "un", "una", "unas", "unos", "y", "e"})
+#: Letters of a Spanish word compared (accents folded): "aórtica" and
+#: "aórtico" share "aorti"; a shorter word is compared whole.
+SPANISH_STEM_LETTERS = 5
+_SPANISH_WORD = re.compile(r"[a-zñ]+")
+
+
+def _spanish_words(text: str) -> list[str]:
+    folded = "".join(c for c in unicodedata.normalize("NFD", text.lower().replace("ñ", "\0"))
+                     if unicodedata.category(c) != "Mn").replace("\0", "ñ")
+    return _SPANISH_WORD.findall(folded)
+
+
+def _spanish_label_kept(label: str, output_stems: set[str]) -> bool:
+    """The Spanish output says ``label``: its first content word (the
+    head noun: "estenosis", "derrame") and its other content words, one of
+    them allowed missing when there are two or more ("estenosis aórtica"
+    for "Estenosis de la válvula aórtica"); a parenthesis in the label is
+    left out and "a / b" is either."""
+    for alternative in re.sub(r"\([^)]*\)", " ", label).split("/"):
+        words = [w for w in _spanish_words(alternative) if w not in SPANISH_STOP_WORDS]
+        if not words:
+            continue
+        stems = [w[:SPANISH_STEM_LETTERS] for w in words]
+        present = [stem in output_stems for stem in stems[1:]]
+        if stems[0] in output_stems and sum(present) >= len(present) - (1 if len(present) >= 2 else 0):
+            return True
+    return False
+
+
+def spanish_term_findings(*, input_text: str, output_text: str) -> list[LayTermFinding]:
+    """The terms of ``input_text`` (English) that HPO has an official Spanish
+    label for (:func:`inference.lay_terms.spanish_terms`) and that the
+    Spanish ``output_text`` does not say by that label (the head noun and
+    the other content words, compared by their first
+    :data:`SPANISH_STEM_LETTERS` letters, accents folded; one word of three
+    or more may be missing). No Spanish lay vocabulary exists in a vetted
+    source reachable here, so the Spanish output keeps the vetted term
+    (and explains it), as the Spanish prompt asks
+    (:data:`inference.prompts.SPANISH_TERMS_PROMPT_VERSION`): "constipado"
+    (a cold) for constipated, or "un poco menos de espacio" for an aortic
+    stenosis, is a finding. In input order; ``name`` and ``layperson`` are
+    the Spanish label."""
+    output_stems = {w[:SPANISH_STEM_LETTERS] for w in _spanish_words(output_text)}
+    findings = []
+    for surface, label in spanish_terms(input_text):
+        if _spanish_label_kept(label, output_stems):
+            continue
+        start = input_text.lower().find(surface.lower())
+        findings.append(LayTermFinding(surface, start, start + len(surface), label, (label,)))
     return sorted(findings, key=lambda f: f.start)

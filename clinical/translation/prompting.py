@@ -8,7 +8,8 @@ from __future__ import annotations
 from django.conf import settings
 
 from inference.examples import note_sentences
-from inference.prompts import EXAMPLES_PROMPT_VERSION, PROMPT_VERSION, ClusterPrompt
+from inference.lay_terms import spanish_terms
+from inference.prompts import EXAMPLES_PROMPT_VERSION, PROMPT_VERSION, SPANISH_TERMS_PROMPT_VERSION, ClusterPrompt
 
 
 def translation_prompt_version(*, text: str, language: str) -> str:
@@ -24,8 +25,13 @@ def translation_prompt_version(*, text: str, language: str) -> str:
     cross-fitted on laymaker-dev, docs/decisions/example-pool.md). Anything else
     (Spanish output: the examples are English; a longer note;
     ``PROMPT_EXAMPLES`` off) gets one request with the instructions and
-    one fixed example (:data:`inference.prompts.PROMPT_VERSION`).
+    one fixed example (:data:`inference.prompts.PROMPT_VERSION`); Spanish
+    output of a text with terms that HPO has a Spanish label for gets
+    those labels listed too
+    (:data:`inference.prompts.SPANISH_TERMS_PROMPT_VERSION`).
     """
+    if language == "es" and spanish_terms(text):
+        return SPANISH_TERMS_PROMPT_VERSION
     if not settings.PROMPT_EXAMPLES or language != "en":
         return PROMPT_VERSION
     if not 1 <= len(note_sentences(text)) <= settings.PROMPT_MAX_SENTENCES:

@@ -1,7 +1,15 @@
 """The vocabulary's plain words for a sentence's medical terms (HPO
 layperson synonyms), as the prompt lists them after the sentence."""
 
-from inference.lay_terms import HPO, HPO_LAYPERSON, find_terms, lay_hints
+from inference.lay_terms import (
+    HPO,
+    HPO_LAYPERSON,
+    find_terms,
+    lay_hints,
+    spanish_labels,
+    spanish_terms,
+    vocabulary,
+)
 
 
 def test_terms_with_a_layperson_synonym_get_plain_words_in_text_order():
@@ -31,3 +39,20 @@ def test_the_glossary_reads_the_same_vocabulary():
 
     by_term = {t.term: t for t in glossary_terms("Hematuria.")}
     assert by_term["Hematuria"].source == HPO_LAYPERSON and by_term["Hematuria"].definition == "Blood in urine."
+
+
+def test_spanish_terms_are_hpos_official_spanish_labels_in_text_order():
+    assert spanish_terms("Constipation and moderate aortic stenosis, no pleural effusions; constipation.") == [
+        ("Constipation", "Estreñimiento"),
+        ("aortic stenosis", "Estenosis de la válvula aórtica"),
+        ("pleural effusions", "Derrame pleural"),
+    ]
+    assert spanish_terms("She walks daily.") == []
+
+
+def test_the_spanish_labels_file_names_terms_of_the_installed_ontology():
+    names = {name for name, _, _ in vocabulary().values()}
+    labels = spanish_labels()
+    assert len(labels) > 10_000
+    assert set(labels) <= names
+    assert all(label.strip() == label and label for label in labels.values())

@@ -13,6 +13,7 @@ from inference.prompts import (
     hints_line,
     hints_strip,
     prompt_version,
+    spanish_terms_line,
 )
 
 
@@ -142,3 +143,14 @@ def test_the_sentence_is_read_back_from_a_hinted_last_message():
                              hints=[("cholecystitis", "gallbladder inflammation")])[-1]["content"]
     assert hints_strip(content) == "Acute cholecystitis."
     assert hints_strip("No acute distress.") == "No acute distress."
+
+
+def test_spanish_terms_follow_the_diagnosis_in_spanish_only():
+    terms = [("pleural effusion", "Derrame pleural"), ("CSF leak", "CSF leak")]
+    spanish = build_messages("Small pleural effusion.", language="es", spanish_terms=terms)
+    assert spanish[-1]["content"] == ("Small pleural effusion.\n\n(The Spanish medical terms for these words, from a "
+                                      "medical dictionary: use them, and explain each in plain words: pleural effusion"
+                                      " = derrame pleural; CSF leak = CSF leak)")
+    assert spanish[:-1] == build_messages("Small pleural effusion.", language="es")[:-1]
+    assert build_messages("Small pleural effusion.", spanish_terms=terms)[-1]["content"] == "Small pleural effusion."
+    assert spanish_terms_line([]) == ""

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from clinical.quality import gate
-from inference.prompts import EXAMPLES_PROMPT_VERSION, PROMPT_VERSION
+from inference.prompts import EXAMPLES_PROMPT_VERSION, PROMPT_VERSION, SPANISH_TERMS_PROMPT_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,6 +32,18 @@ def test_a_calibrated_model_gets_its_threshold_and_a_site_setting_wins(settings,
     assert gate.gate_threshold("m.gguf", "2020-01-01.1") == gate.DEFAULT_THRESHOLD  # another prompt
     settings.CONFIDENCE_THRESHOLD = 0.9
     assert gate.gate_threshold("m.gguf", PROMPT_VERSION) == 0.9
+
+
+def test_the_spanish_terms_prompt_is_gated_as_the_one_example_prompt_it_extends(settings, tmp_path, monkeypatch):
+    path = tmp_path / "gate.json"
+    path.write_text(json.dumps({"models": {"m.gguf": {PROMPT_VERSION: {"threshold": 0.42}}}}))
+    read = gate._calibrations.__wrapped__
+    monkeypatch.setattr(gate, "_calibrations", lambda: read(path))
+    settings.CONFIDENCE_THRESHOLD = None
+    assert gate.gate_threshold("m.gguf", SPANISH_TERMS_PROMPT_VERSION) == 0.42
+    path.write_text(json.dumps({"models": {"m.gguf": {PROMPT_VERSION: {"threshold": 0.42},
+                                                      SPANISH_TERMS_PROMPT_VERSION: {"threshold": 0.5}}}}))
+    assert gate.gate_threshold("m.gguf", SPANISH_TERMS_PROMPT_VERSION) == 0.5  # its own calibration first
 
 
 def test_the_shipped_calibration_names_its_source_and_stays_in_the_band():

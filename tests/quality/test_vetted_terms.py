@@ -8,7 +8,7 @@ import pytest
 
 from bench.lay_terms import stored_sets
 from clinical.quality.safety import safety_check
-from clinical.quality.vetted_terms import lay_term_findings, word_stem
+from clinical.quality.vetted_terms import lay_term_findings, spanish_term_findings, word_stem
 
 EFFUSION = "Chest x-ray shows a small left pleural effusion without pneumothorax."
 
@@ -37,12 +37,12 @@ def test_a_term_hpo_gives_no_layperson_synonym_for_is_not_held_against_one():
                                  output_text="One heart valve leaks back a little.")
 
 
-def test_the_safety_check_lists_it_once_for_english_output_only():
+def test_the_safety_check_lists_it_once_in_english_and_in_spanish():
     result = safety_check(input_text="Moderate aortic stenosis.", output_text="Your heart valve is a bit leaky.")
     assert [(i.kind, i.text) for i in result.missing] == [("lay_term", "aortic stenosis")]
     spanish = safety_check(input_text="Moderate aortic stenosis.", output_text="Su válvula del corazón gotea un poco.",
                            language="es")
-    assert not [i for i in spanish.missing if i.kind == "lay_term"]
+    assert [(i.kind, i.text) for i in spanish.missing] == [("lay_term", "aortic stenosis")]
     # neither kept nor explained at all: a `term`, not listed twice
     unexplained = safety_check(input_text="Moderate aortic stenosis.", output_text="Your heart is fine.")
     assert [i.kind for i in unexplained.missing] == ["term"]
@@ -65,3 +65,37 @@ def test_every_replacement_of_the_stored_texts_that_matches_no_vetted_entry_is_a
                 assert any(item.kind == "lay_term" and item.text == finding.term or item.kind == "term"
                            and item.text.lower() in finding.term.lower() for item in missing), (finding, row)
     assert findings >= 50  # the stored texts hold such replacements, so the test checks something
+
+
+@pytest.mark.parametrize("output", [
+    "Su corazón tiene un poco menos de espacio para llenarse de sangre.",  # the product's wrong text
+    "Tiene una válvula del corazón que gotea un poco.",                      # a leak is not a narrowing
+])
+def test_a_spanish_text_that_does_not_say_the_vetted_spanish_term_is_found(output):
+    findings = spanish_term_findings(input_text="Moderate aortic stenosis.", output_text=output)
+    assert [(f.term, f.name) for f in findings] == [("aortic stenosis", "Estenosis de la válvula aórtica")]
+
+
+@pytest.mark.parametrize("output", [
+    "Tiene una estenosis aórtica moderada: la válvula aórtica del corazón está más estrecha de lo normal.",
+    "Tiene una estenosis de la válvula aórtica moderada (la válvula está estrecha).",
+    "TIENE UNA ESTENOSIS AORTICA MODERADA.",  # accents and case folded
+])
+def test_a_spanish_text_that_says_the_vetted_term_passes(output):
+    assert not spanish_term_findings(input_text="Moderate aortic stenosis.", output_text=output)
+
+
+def test_a_spanish_false_friend_is_found_and_the_vetted_word_passes():
+    note = "The patient reports constipation for two weeks."
+    wrong = spanish_term_findings(input_text=note, output_text="El paciente dice que está constipado desde hace dos semanas.")
+    assert [(f.term, f.name) for f in wrong] == [("constipation", "Estreñimiento")]
+    assert note[wrong[0].start:wrong[0].end] == "constipation"
+    assert not spanish_term_findings(input_text=note,
+                                     output_text="Usted tiene estreñimiento (le cuesta ir al baño) desde hace dos semanas.")
+
+
+def test_a_two_word_label_needs_both_words():
+    # "un derrame" alone is what Spanish speakers call a stroke
+    assert spanish_term_findings(input_text="Small pleural effusion.", output_text="Tiene un pequeño derrame.")
+    assert not spanish_term_findings(input_text="Small pleural effusion.",
+                                     output_text="Tiene un pequeño derrame pleural: líquido alrededor del pulmón.")

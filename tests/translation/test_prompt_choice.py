@@ -12,7 +12,14 @@ from clinical.translation import admission
 from clinical.translation.prompting import translation_prompt_version
 from inference.examples import default_pool, default_router, normalise
 from inference.parts import translation_message_parts, translation_messages, translation_parts
-from inference.prompts import EXAMPLES_PROMPT_VERSION, PROMPT_VERSION, ClusterPrompt, build_messages, hints_strip
+from inference.prompts import (
+    EXAMPLES_PROMPT_VERSION,
+    PROMPT_VERSION,
+    SPANISH_TERMS_PROMPT_VERSION,
+    ClusterPrompt,
+    build_messages,
+    hints_strip,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +30,8 @@ NOTE = "There is 1+ pretibial edema.\nABDOMEN : Soft, nontender. No calf tendern
 
 @pytest.mark.parametrize("text, language, version", [
     ("There is 1+ pretibial edema.", "en", CLUSTERED),
-    ("There is 1+ pretibial edema.", "es", PROMPT_VERSION),
+    ("There is 1+ pretibial edema.", "es", SPANISH_TERMS_PROMPT_VERSION),
+    ("She feels well and walks daily.", "es", PROMPT_VERSION),  # no term with a Spanish label
     ("There is 1+ pretibial edema. No calf tenderness.", "en", CLUSTERED),
     (" ".join(["No edema."] * 41), "en", PROMPT_VERSION),  # over PROMPT_MAX_SENTENCES
 ])
@@ -134,3 +142,16 @@ def test_hpo_plain_words_follow_a_sentence_and_a_stored_row_keeps_them(clinician
     older = admission.translation_create(user=clinician, text="Acute cholecystitis.")
     assert older.prompt_version == ClusterPrompt(24, 8, 0).version
     assert translation_messages(older)[-1]["content"] == "Acute cholecystitis."
+
+
+def test_a_spanish_translation_renders_its_terms_spanish_labels_after_the_diagnosis(clinician):
+    translation = admission.translation_create(
+        user=clinician, text="Moderate aortic stenosis. The patient reports constipation.",
+        reading_level=6, language="es")
+    assert translation.prompt_version == SPANISH_TERMS_PROMPT_VERSION
+    (part,) = translation_parts(translation)
+    last = part.messages[-1]["content"]
+    assert last.startswith("Moderate aortic stenosis. The patient reports constipation.\n\n(The Spanish medical terms")
+    assert "aortic stenosis = estenosis de la válvula aórtica; constipation = estreñimiento)" in last
+    assert "Write your answer in Spanish." in part.messages[0]["content"]
+    assert hints_strip(last) == "Moderate aortic stenosis. The patient reports constipation."
