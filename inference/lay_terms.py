@@ -247,7 +247,9 @@ def spanish_labels() -> dict[str, str]:
 
 def spanish_terms(text: str) -> list[tuple[str, str]]:
     """The medical terms of ``text`` (English, :func:`find_terms`) that HPO
-    has a Spanish label for, in text order, each term once.
+    has a Spanish label for, in text order, each term once; not a term made
+    of easy words with their plural endings ("chills", whose label is
+    "Resfriado", a cold: the everyday word is the model's to translate).
 
     Example: ``spanish_terms("Moderate aortic stenosis.")`` is
     ``[("aortic stenosis", "Estenosis de la válvula aórtica")]``.
@@ -260,7 +262,8 @@ def spanish_terms(text: str) -> list[tuple[str, str]]:
     seen: set[str] = set()
     for start, surface, (name, _, _) in find_terms(text):
         label = labels.get(name)
-        if label is None or surface.lower() in seen:
+        if label is None or surface.lower() in seen or all(
+                easy_word(w, ("s", "es")) for w in WORD.findall(surface.lower())):
             continue
         seen.add(surface.lower())
         pairs.append((start, surface, label))
