@@ -49,10 +49,13 @@ sentences with the default 1.5B model, docs/quality/):
 * ``2026-11-29.1`` (:data:`SPANISH_TERMS_PROMPT_VERSION`): Spanish output
   of a diagnosis with medical terms that HPO has an official Spanish label
   for (:func:`inference.lay_terms.spanish_terms`): the ``2026-11-22.3``
-  messages, and the last message lists each term with its Spanish label
-  after the diagnosis (:func:`spanish_terms_line`), so the patient reads
-  the vetted Spanish term, explained, not the model's guess at one
-  ("constipado", a cold, for constipated). Spanish without such terms
+  instructions, and each user message lists its terms with their Spanish
+  labels after the note (:func:`spanish_terms_line`): the worked example's
+  (:data:`EXAMPLE_SPANISH_TERMS`, answered with them,
+  :data:`EXAMPLE_ANSWER_SPANISH_TERMS`) and the diagnosis's. So the
+  patient reads the vetted Spanish term, explained, not the model's guess
+  at one ("constipado", a cold, for constipated); the worked example shows
+  the list used, not copied into the answer. Spanish without such terms
   renders ``2026-11-22.3``.
 """
 
@@ -145,6 +148,16 @@ EXAMPLE_ANSWERS = {
     "es": "Las paredes de la cámara principal de bombeo del lado izquierdo de su corazón son un "
           "poco más gruesas de lo normal. No hay líquido extra alrededor de su corazón.",
 }
+
+#: The worked example's terms with their HPO Spanish labels
+#: (``inference.lay_terms.spanish_terms(EXAMPLE_NOTE)``), and its answer
+#: using them, for :data:`SPANISH_TERMS_PROMPT_VERSION`.
+EXAMPLE_SPANISH_TERMS = (("left ventricular hypertrophy", "Hipertrofia ventricular izquierda"),
+                         ("pericardial effusion", "Derrame pericárdico"))
+EXAMPLE_ANSWER_SPANISH_TERMS = (
+    "Tiene una hipertrofia ventricular izquierda leve: las paredes de la cámara principal de bombeo del lado "
+    "izquierdo de su corazón son un poco más gruesas de lo normal. No tiene derrame pericárdico: no hay líquido "
+    "extra alrededor de su corazón.")
 
 
 # --- Retrieved examples (EXAMPLES_PROMPT_VERSION) ---------------------------
@@ -287,12 +300,14 @@ def build_messages(diagnosis_text: str, *, reading_level: int = DEFAULT_READING_
     system = SYSTEM_PROMPT.format(reading_level=READING_LEVELS[reading_level])
     if language != "en":
         system += f"\nWrite your answer in {LANGUAGES[language]}."
-    text = diagnosis_text.strip()
+    text, example, answer = diagnosis_text.strip(), EXAMPLE_NOTE, EXAMPLE_ANSWERS[language]
     if spanish_terms and language == "es":
         text = f"{text}\n\n{spanish_terms_line(spanish_terms)}"
+        example = f"{example}\n\n{spanish_terms_line(EXAMPLE_SPANISH_TERMS)}"
+        answer = EXAMPLE_ANSWER_SPANISH_TERMS
     return [
         {"role": "system", "content": system},
-        {"role": "user", "content": EXAMPLE_NOTE},
-        {"role": "assistant", "content": EXAMPLE_ANSWERS[language]},
+        {"role": "user", "content": example},
+        {"role": "assistant", "content": answer},
         {"role": "user", "content": text},
     ]

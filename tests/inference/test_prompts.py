@@ -1,13 +1,18 @@
 import pytest
 
 from inference.examples import Example
+from inference.lay_terms import spanish_terms
 from inference.prompts import (
     CLUSTER_PROMPT_VERSION,
+    EXAMPLE_ANSWER_SPANISH_TERMS,
     EXAMPLE_ANSWERS,
+    EXAMPLE_NOTE,
+    EXAMPLE_SPANISH_TERMS,
     EXAMPLES_PROMPT_VERSION,
     HINTS_PROMPT_VERSION,
     PLACEMENTS,
     PROMPT_VERSION,
+    SPANISH_TERMS_OPENING,
     ClusterPrompt,
     build_messages,
     hints_line,
@@ -151,6 +156,15 @@ def test_spanish_terms_follow_the_diagnosis_in_spanish_only():
     assert spanish[-1]["content"] == ("Small pleural effusion.\n\n(The Spanish medical terms for these words, from a "
                                       "medical dictionary: use them, and explain each in plain words: pleural effusion"
                                       " = derrame pleural; CSF leak = CSF leak)")
-    assert spanish[:-1] == build_messages("Small pleural effusion.", language="es")[:-1]
+    plain = build_messages("Small pleural effusion.", language="es")
+    assert spanish[0] == plain[0]
+    # the worked example shows the list used in the answer, not copied into it
+    assert spanish[1]["content"] == EXAMPLE_NOTE + "\n\n" + spanish_terms_line(EXAMPLE_SPANISH_TERMS)
+    assert spanish[2]["content"] == EXAMPLE_ANSWER_SPANISH_TERMS
+    assert SPANISH_TERMS_OPENING not in EXAMPLE_ANSWER_SPANISH_TERMS
     assert build_messages("Small pleural effusion.", spanish_terms=terms)[-1]["content"] == "Small pleural effusion."
     assert spanish_terms_line([]) == ""
+
+
+def test_the_worked_examples_spanish_terms_are_the_vocabularys():
+    assert tuple(spanish_terms(EXAMPLE_NOTE)) == EXAMPLE_SPANISH_TERMS

@@ -9,6 +9,7 @@ import pytest
 from bench.lay_terms import stored_sets
 from clinical.quality.safety import safety_check
 from clinical.quality.vetted_terms import lay_term_findings, spanish_term_findings, word_stem
+from inference.prompts import EXAMPLE_ANSWER_SPANISH_TERMS, EXAMPLE_NOTE
 
 EFFUSION = "Chest x-ray shows a small left pleural effusion without pneumothorax."
 
@@ -99,3 +100,7 @@ def test_a_two_word_label_needs_both_words():
     assert spanish_term_findings(input_text="Small pleural effusion.", output_text="Tiene un pequeño derrame.")
     assert not spanish_term_findings(input_text="Small pleural effusion.",
                                      output_text="Tiene un pequeño derrame pleural: líquido alrededor del pulmón.")
+
+
+def test_the_spanish_prompts_worked_answer_says_every_term_by_its_label():
+    assert not spanish_term_findings(input_text=EXAMPLE_NOTE, output_text=EXAMPLE_ANSWER_SPANISH_TERMS)
