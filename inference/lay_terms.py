@@ -28,6 +28,7 @@ import importlib.util
 import json
 import os
 import re
+import unicodedata
 from pathlib import Path
 
 #: ``source`` values of the vocabulary: HPO layperson synonym, HPO clinical definition.
@@ -268,3 +269,15 @@ def spanish_terms(text: str) -> list[tuple[str, str]]:
         seen.add(surface.lower())
         pairs.append((start, surface, label))
     return [(surface, label) for _, surface, label in sorted(pairs)]
+
+
+def _folded(text: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFD", text.lower()) if unicodedata.category(c) != "Mn")
+
+
+def spanish_hints(text: str) -> list[tuple[str, str]]:
+    """The pairs of :func:`spanish_terms` whose Spanish label differs from
+    the term as written (case and accents aside): the ones the Spanish prompt
+    lists. "Edema" = "edema" tells the model nothing, and a pointless pair
+    invites it to comment on the pair in its answer."""
+    return [(term, label) for term, label in spanish_terms(text) if _folded(term) != _folded(label)]

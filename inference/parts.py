@@ -28,7 +28,7 @@ from inference.examples import (
     heading_split,
     note_sentences,
 )
-from inference.lay_terms import spanish_terms
+from inference.lay_terms import spanish_hints
 from inference.prompts import EXAMPLES_PROMPT_VERSION, SPANISH_TERMS_PROMPT_VERSION, ClusterPrompt, build_messages
 
 
@@ -82,7 +82,7 @@ def translation_parts(translation: StoredTranslation) -> list[TranslationPart]:
       sentence, each with the ``DEFAULT_K`` most similar pool examples.
     * :data:`inference.prompts.SPANISH_TERMS_PROMPT_VERSION`: one part,
       the whole text with the Spanish labels of its terms
-      (:func:`inference.lay_terms.spanish_terms`) listed after it.
+      (:func:`inference.lay_terms.spanish_hints`) listed after it.
     * anything else: one part, the whole text with the instructions of
       ``PROMPT_VERSION``.
 
@@ -103,7 +103,7 @@ def translation_parts(translation: StoredTranslation) -> list[TranslationPart]:
             for unit in units]
     if translation.prompt_version == SPANISH_TERMS_PROMPT_VERSION:
         return [TranslationPart("", build_messages(translation.input_text, **options,
-                                                   spanish_terms=spanish_terms(translation.input_text)),
+                                                   spanish_terms=spanish_hints(translation.input_text)),
                                 source=translation.input_text)]
     if translation.prompt_version != EXAMPLES_PROMPT_VERSION:
         return [TranslationPart("", build_messages(translation.input_text, **options),

@@ -48,7 +48,7 @@ sentences with the default 1.5B model, docs/quality/):
   messages exactly. Stored as ``"2026-11-25.3+c24x8k0"``.
 * ``2026-11-29.1`` (:data:`SPANISH_TERMS_PROMPT_VERSION`): Spanish output
   of a diagnosis with medical terms that HPO has an official Spanish label
-  for (:func:`inference.lay_terms.spanish_terms`): the ``2026-11-22.3``
+  for, other than the term itself (:func:`inference.lay_terms.spanish_hints`): the ``2026-11-22.3``
   instructions, and each user message lists its terms with their Spanish
   labels after the note (:func:`spanish_terms_line`): the worked example's
   (:data:`EXAMPLE_SPANISH_TERMS`, answered with them,

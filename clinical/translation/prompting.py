@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from inference.examples import note_sentences
-from inference.lay_terms import spanish_terms
+from inference.lay_terms import spanish_hints
 from inference.prompts import EXAMPLES_PROMPT_VERSION, PROMPT_VERSION, SPANISH_TERMS_PROMPT_VERSION, ClusterPrompt
 
 
@@ -26,11 +26,12 @@ def translation_prompt_version(*, text: str, language: str) -> str:
     (Spanish output: the examples are English; a longer note;
     ``PROMPT_EXAMPLES`` off) gets one request with the instructions and
     one fixed example (:data:`inference.prompts.PROMPT_VERSION`); Spanish
-    output of a text with terms that HPO has a Spanish label for gets
-    those labels listed too
-    (:data:`inference.prompts.SPANISH_TERMS_PROMPT_VERSION`).
+    output of a text with terms whose HPO Spanish label differs from the
+    term gets those labels listed too
+    (:func:`inference.lay_terms.spanish_hints`,
+    :data:`inference.prompts.SPANISH_TERMS_PROMPT_VERSION`).
     """
-    if language == "es" and spanish_terms(text):
+    if language == "es" and spanish_hints(text):
         return SPANISH_TERMS_PROMPT_VERSION
     if not settings.PROMPT_EXAMPLES or language != "en":
         return PROMPT_VERSION

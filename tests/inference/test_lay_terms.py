@@ -6,6 +6,7 @@ from inference.lay_terms import (
     HPO_LAYPERSON,
     find_terms,
     lay_hints,
+    spanish_hints,
     spanish_labels,
     spanish_terms,
     vocabulary,
@@ -56,3 +57,8 @@ def test_the_spanish_labels_file_names_terms_of_the_installed_ontology():
     assert len(labels) > 10_000
     assert set(labels) <= names
     assert all(label.strip() == label and label for label in labels.values())
+
+
+def test_the_prompt_lists_only_labels_that_differ_from_the_term():
+    assert spanish_hints("Edema and ataxia; constipation.") == [("constipation", "Estreñimiento")]
+    assert [t for t, _ in spanish_terms("Edema and ataxia; constipation.")] == ["Edema", "ataxia", "constipation"]

@@ -30,7 +30,8 @@ NOTE = "There is 1+ pretibial edema.\nABDOMEN : Soft, nontender. No calf tendern
 
 @pytest.mark.parametrize("text, language, version", [
     ("There is 1+ pretibial edema.", "en", CLUSTERED),
-    ("There is 1+ pretibial edema.", "es", SPANISH_TERMS_PROMPT_VERSION),
+    ("There is 1+ pretibial edema.", "es", PROMPT_VERSION),  # "Edema" = "edema": nothing to list
+    ("Acute cholecystitis.", "es", SPANISH_TERMS_PROMPT_VERSION),
     ("She feels well and walks daily.", "es", PROMPT_VERSION),  # no term with a Spanish label
     ("There is 1+ pretibial edema. No calf tenderness.", "en", CLUSTERED),
     (" ".join(["No edema."] * 41), "en", PROMPT_VERSION),  # over PROMPT_MAX_SENTENCES
