@@ -142,3 +142,23 @@ def test_a_term_given_a_lay_word_outside_the_vocabulary_is_flagged_and_rerun_to_
     assert "pleural effusion (fluid around lungs)" in body["text"] and body["verified_quality"]["safety"]["passed"]
     [sentence] = body["sentences"]
     assert sentence["status"] == "rerun" and sentence["reasons"] == ["safety_failed"]
+
+
+def test_a_spanish_text_that_misses_the_vetted_spanish_term_is_flagged_and_gated(daphne_server):
+    """"constipado" is a cold, not constipation: HPO's Spanish label is
+    "Estreñimiento". Through the server, the Spanish text is held to the
+    label, the finding points at the diagnosis's words and the text goes to
+    the re-run."""
+    wrong = "Usted dice que está constipado desde hace dos semanas."
+    server = daphne_server(INFERENCE_ENGINE="fake", FAKE_ENGINE_ANSWER=wrong, FAKE_ENGINE_SELF_CHECK="0.9",
+                           SELF_CHECK_THRESHOLD="0.6")
+    _, key = in_worker_thread(lambda: APIClient.objects.create_key(name="ehr-spanish-term"))
+    client = httpx.Client(base_url=server.base_url + "/api", timeout=60, headers={"Authorization": f"Bearer {key}"})
+    note = "The patient reports constipation for two weeks."
+    body = client.post("/v1/translations/", json={"text": note, "language": "es"}).json()
+    assert body["text"] == wrong and body["rerun_reason"] == "safety_failed", body
+    assert body["safety"]["missing"] == [{"kind": "lay_term", "text": "constipation"}]
+    [lost] = body["sentences"][0]["missing"]
+    assert (lost["kind"], note[lost["start"]:lost["end"]]) == ("lay_term", "constipation")
+    row = in_worker_thread(lambda: Translation.objects.get(id=body["id"]))
+    assert row.prompt_version == "2026-11-29.1" and row.language == "es"
