@@ -160,5 +160,5 @@ def test_a_spanish_text_that_misses_the_vetted_spanish_term_is_flagged_and_gated
     assert body["safety"]["missing"] == [{"kind": "lay_term", "text": "constipation"}]
     [lost] = body["sentences"][0]["missing"]
     assert (lost["kind"], note[lost["start"]:lost["end"]]) == ("lay_term", "constipation")
-    row = in_worker_thread(lambda: Translation.objects.get(id=body["id"]))
+    row = in_worker_thread(lambda: Translation.objects.get(request_id=body["id"]))
     assert row.prompt_version == "2026-11-29.1" and row.language == "es"
