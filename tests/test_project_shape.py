@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Words that speak of how the work was organised rather than of the product.
-HOW_IT_WAS_MADE = re.compile(r"session [0-9]|issue [0-9]|\bturn [0-9]", re.IGNORECASE)
+HOW_IT_WAS_MADE = re.compile(r"\bsession [0-9]|\bissue [0-9]|\bturn [0-9]", re.IGNORECASE)  # not "tissue 3-"
 #: Third-party text kept as data: the corpora in data/ and the stored model
 #: inputs and outputs drawn from them (a Cochrane abstract cites the journal
 #: issue that first published a review).
