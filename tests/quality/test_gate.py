@@ -22,27 +22,29 @@ def test_an_uncalibrated_model_gets_the_designs_threshold(settings):
     assert gate.gate_threshold("some-new-model.gguf", PROMPT_VERSION) == gate.DEFAULT_THRESHOLD == 0.85
 
 
-def test_a_calibrated_model_gets_its_threshold_and_a_site_setting_wins(settings, tmp_path, monkeypatch):
+@pytest.fixture
+def calibration_file(settings, tmp_path, monkeypatch):
+    """A calibration file of one's own, read by the gate; no site threshold.
+    Call it with the ``{"models": ...}`` to write."""
     path = tmp_path / "gate.json"
-    path.write_text(json.dumps({"models": {"m.gguf": {PROMPT_VERSION: {"threshold": 0.42}}}}))
     read = gate._calibrations.__wrapped__
     monkeypatch.setattr(gate, "_calibrations", lambda: read(path))
     settings.CONFIDENCE_THRESHOLD = None
+    return lambda models: path.write_text(json.dumps({"models": models}))
+
+
+def test_a_calibrated_model_gets_its_threshold_and_a_site_setting_wins(settings, calibration_file):
+    calibration_file({"m.gguf": {PROMPT_VERSION: {"threshold": 0.42}}})
     assert gate.gate_threshold("m.gguf", PROMPT_VERSION) == 0.42
     assert gate.gate_threshold("m.gguf", "2020-01-01.1") == gate.DEFAULT_THRESHOLD  # another prompt
     settings.CONFIDENCE_THRESHOLD = 0.9
     assert gate.gate_threshold("m.gguf", PROMPT_VERSION) == 0.9
 
 
-def test_the_spanish_terms_prompt_is_gated_as_the_one_example_prompt_it_extends(settings, tmp_path, monkeypatch):
-    path = tmp_path / "gate.json"
-    path.write_text(json.dumps({"models": {"m.gguf": {PROMPT_VERSION: {"threshold": 0.42}}}}))
-    read = gate._calibrations.__wrapped__
-    monkeypatch.setattr(gate, "_calibrations", lambda: read(path))
-    settings.CONFIDENCE_THRESHOLD = None
+def test_the_spanish_terms_prompt_is_gated_as_the_one_example_prompt_it_extends(calibration_file):
+    calibration_file({"m.gguf": {PROMPT_VERSION: {"threshold": 0.42}}})
     assert gate.gate_threshold("m.gguf", SPANISH_TERMS_PROMPT_VERSION) == 0.42
-    path.write_text(json.dumps({"models": {"m.gguf": {PROMPT_VERSION: {"threshold": 0.42},
-                                                      SPANISH_TERMS_PROMPT_VERSION: {"threshold": 0.5}}}}))
+    calibration_file({"m.gguf": {PROMPT_VERSION: {"threshold": 0.42}, SPANISH_TERMS_PROMPT_VERSION: {"threshold": 0.5}}})
     assert gate.gate_threshold("m.gguf", SPANISH_TERMS_PROMPT_VERSION) == 0.5  # its own calibration first
 
 
