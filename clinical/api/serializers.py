@@ -123,7 +123,8 @@ class SentenceMissingSerializer(SafetyItemSerializer):
 
 class SentenceTermSerializer(serializers.Serializer):
     term = serializers.CharField(help_text="A medical term of the glossary, as the glossary names it.")
-    start = serializers.IntegerField(help_text="Character offset where the plain sentence keeps it, in `text`.")
+    start = serializers.IntegerField(help_text="Character offset where the plain sentence keeps it, in `text` "
+                                     "(in a Spanish text, where it names it by HPO's Spanish label).")
     end = serializers.IntegerField()
     definition = serializers.CharField(help_text="Its definition from a vetted vocabulary, or a statement that "
                                        "the vocabularies have none.")

@@ -26,6 +26,7 @@ from clinical.models import RERUN_AS_WRITTEN, RERUN_KEPT_FAST_TEXT, RERUN_SENTEN
 from clinical.quality import measure as quality
 from clinical.quality.glossary import glossary_display
 from inference.examples import normalise
+from inference.lay_terms import spanish_terms
 from inference.parts import TranslationUnit, translation_parts_spans, translation_units
 
 #: Sentence statuses: the model's plain words; the diagnosis as written
@@ -69,7 +70,9 @@ def translation_sentences(translation: Translation) -> list[dict]:
       :func:`clinical.quality.glossary.glossary_display`) that this plain
       sentence keeps, ``{"term", "start", "end", "definition", "source",
       "source_name"}`` with offsets into the delivered text (whole words,
-      any case), so each is explained where it stands.
+      any case), so each is explained where it stands; in a Spanish text,
+      where it names the term by HPO's Spanish label
+      (:func:`inference.lay_terms.spanish_terms`).
 
     A missing item the diagnosis does not hold word for word is given to
     the first sentence with ``start`` and ``end`` ``None``. Empty for a
@@ -83,6 +86,8 @@ def translation_sentences(translation: Translation) -> list[dict]:
     delivered = checked.output_text
     kept = _kept_records(verified)
     glossary = glossary_display(translation.glossary)
+    labels = {term.lower(): label for term, label in spanish_terms(translation.input_text)} \
+        if translation.language == "es" else {}
     units = translation_units(translation)
     spans = _plain_spans(translation, units, verified, kept, delivered)
     if spans is None:  # not aligned: the whole diagnosis beside the whole text
@@ -104,7 +109,7 @@ def translation_sentences(translation: Translation) -> list[dict]:
             "p_yes": None if p_yes is None else round(p_yes, 3),
             "flags": [],
             "missing": [],
-            "terms": _terms_in(delivered, plain, glossary),
+            "terms": _terms_in(delivered, plain, glossary, labels),
         })
     _place_flags(sentences, checked.faithfulness_flags or [])
     _place_missing(sentences, translation.input_text, checked.safety_missing or [])
@@ -122,15 +127,18 @@ def _findings_why(sentence: dict) -> str:
     return f"The checks found {' and '.join(parts)}: read the marked words against the diagnosis."
 
 
-def _terms_in(text: str, span: tuple[int, int] | None, glossary: list[dict]) -> list[dict]:
+def _terms_in(text: str, span: tuple[int, int] | None, glossary: list[dict],
+              labels: dict[str, str] | None = None) -> list[dict]:
     """The terms of ``glossary`` (as :func:`clinical.quality.glossary.glossary_display`
     shows them) written in ``text[span]``, each where it first stands
-    there, longer terms first where two overlap."""
+    there, longer terms first where two overlap; with ``labels`` (a Spanish
+    text: lower-case term → its HPO Spanish label), a term stands where
+    its label does."""
     if span is None:
         return []
     found: list[dict] = []
-    for entry in sorted(glossary, key=lambda e: -len(e["term"])):
-        words = entry["term"].split()
+    for entry in sorted(glossary, key=lambda e: -len((labels or {}).get(e["term"].lower(), e["term"]))):
+        words = (labels or {}).get(entry["term"].lower(), entry["term"]).split()
         if not words:
             continue
         pattern = r"(?<![\w-])" + r"\s+".join(map(re.escape, words)) + r"(?![\w-])"

@@ -182,3 +182,16 @@ def test_a_kept_term_is_explained_where_it_stands_from_the_vetted_vocabulary(cli
     [drug] = second["terms"]
     assert row.output_text[drug["start"]:drug["end"]] == "aspirin"
     assert drug["definition"] == "A medicine (no vetted plain definition)."  # said, not written by the model
+
+
+def test_a_spanish_text_explains_a_term_where_it_names_it_by_hpos_spanish_label(clinician, settings):
+    settings.SELF_CHECK_THRESHOLD = 0.6
+    text = "Small left pleural effusion."
+    row = admission.translation_create(user=clinician, text=text, language="es")
+    answer = "Tiene un pequeño derrame pleural en el lado izquierdo: líquido alrededor del pulmón."
+    row = finish.translation_finish(translation_id=row.pk, status=Translation.Status.COMPLETED, output_text=answer,
+                                    figures=finish.TranslationFigures(tokens_out=20, confidence=0.97, self_check=0.9))
+    [sentence] = translation_sentences(row)
+    [term] = sentence["terms"]
+    assert term["term"] == "pleural effusion" and answer[term["start"]:term["end"]] == "derrame pleural"
+    assert term["definition"] == "Fluid around lungs."
