@@ -246,32 +246,39 @@ def spanish_labels() -> dict[str, str]:
     return {name: label for _, name, label in (row.split("\t") for row in rows if row)}
 
 
-def spanish_terms(text: str) -> list[tuple[str, str]]:
+def spanish_term_spans(text: str) -> list[tuple[int, str, str]]:
     """The medical terms of ``text`` (English, :func:`find_terms`) that HPO
-    has a Spanish label for, in text order, each term once; not a term made
-    of easy words with their plural endings ("chills", whose label is
-    "Resfriado", a cold: the everyday word is the model's to translate).
+    has a Spanish label for, in text order, each term once (where it first
+    stands); not a term made of easy words with their plural endings
+    ("chills", whose label is "Resfriado", a cold: the everyday word is the
+    model's to translate).
+
+    Returns:
+        ``[(character offset, term as written, Spanish label)]``.
+    """
+    labels = spanish_labels()
+    spans: list[tuple[int, str, str]] = []
+    for start, surface, (name, _, _) in sorted(find_terms(text), key=lambda hit: hit[0]):
+        label = labels.get(name)
+        if label is None or any(s.lower() == surface.lower() for _, s, _ in spans) or all(
+                easy_word(w, ("s", "es")) for w in WORD.findall(surface.lower())):
+            continue
+        spans.append((start, surface, label))
+    return spans
+
+
+def spanish_terms(text: str) -> list[tuple[str, str]]:
+    """:func:`spanish_term_spans` without the offsets.
 
     Example: ``spanish_terms("Moderate aortic stenosis.")`` is
     ``[("aortic stenosis", "Estenosis de la válvula aórtica")]``.
-
-    Returns:
-        ``[(term as written, Spanish label)]``.
     """
-    labels = spanish_labels()
-    pairs: list[tuple[int, str, str]] = []
-    seen: set[str] = set()
-    for start, surface, (name, _, _) in find_terms(text):
-        label = labels.get(name)
-        if label is None or surface.lower() in seen or all(
-                easy_word(w, ("s", "es")) for w in WORD.findall(surface.lower())):
-            continue
-        seen.add(surface.lower())
-        pairs.append((start, surface, label))
-    return [(surface, label) for _, surface, label in sorted(pairs)]
+    return [(surface, label) for _, surface, label in spanish_term_spans(text)]
 
 
-def _folded(text: str) -> str:
+def accents_folded(text: str) -> str:
+    """``text`` in lower case without its accents and tildes ("Válvula
+    aórtica" → "valvula aortica", "Estreñimiento" → "estrenimiento")."""
     return "".join(c for c in unicodedata.normalize("NFD", text.lower()) if unicodedata.category(c) != "Mn")
 
 
@@ -280,4 +287,4 @@ def spanish_hints(text: str) -> list[tuple[str, str]]:
     the term as written (case and accents aside): the ones the Spanish prompt
     lists. "Edema" = "edema" tells the model nothing, and a pointless pair
     invites it to comment on the pair in its answer."""
-    return [(term, label) for term, label in spanish_terms(text) if _folded(term) != _folded(label)]
+    return [(term, label) for term, label in spanish_terms(text) if accents_folded(term) != accents_folded(label)]

@@ -39,11 +39,10 @@ Measured over the stored texts: ``python -m bench unexplained_terms``
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 
 from clinical.quality.textnorm import normalize
-from inference.lay_terms import easy_word, find_terms, layperson_synonyms, spanish_terms
+from inference.lay_terms import accents_folded, easy_word, find_terms, layperson_synonyms, spanish_term_spans
 
 #: Words of a layperson synonym that carry no meaning of their own.
 STOP_WORDS = frozenset({"a", "an", "the", "of", "and", "or", "to", "with", "for", "by", "is", "are", "be",
@@ -120,13 +119,10 @@ SPANISH_STOP_WORDS = frozenset({"a", "al", "con", "de", "del", "el", "en", "la",
 #: Letters of a Spanish word compared (accents folded): "aórtica" and
 #: "aórtico" share "aorti"; a shorter word is compared whole.
 SPANISH_STEM_LETTERS = 5
-_SPANISH_WORD = re.compile(r"[a-zñ]+")
 
 
 def _spanish_words(text: str) -> list[str]:
-    folded = "".join(c for c in unicodedata.normalize("NFD", text.lower().replace("ñ", "\0"))
-                     if unicodedata.category(c) != "Mn").replace("\0", "ñ")
-    return _SPANISH_WORD.findall(folded)
+    return _WORD.findall(accents_folded(text))
 
 
 def _spanish_label_kept(label: str, output_stems: set[str]) -> bool:
@@ -148,7 +144,7 @@ def _spanish_label_kept(label: str, output_stems: set[str]) -> bool:
 
 def spanish_term_findings(*, input_text: str, output_text: str) -> list[LayTermFinding]:
     """The terms of ``input_text`` (English) that HPO has an official Spanish
-    label for (:func:`inference.lay_terms.spanish_terms`) and that the
+    label for (:func:`inference.lay_terms.spanish_term_spans`) and that the
     Spanish ``output_text`` does not say by that label (the head noun and
     the other content words, compared by their first
     :data:`SPANISH_STEM_LETTERS` letters, accents folded; one word of three
@@ -161,9 +157,8 @@ def spanish_term_findings(*, input_text: str, output_text: str) -> list[LayTermF
     the Spanish label."""
     output_stems = {w[:SPANISH_STEM_LETTERS] for w in _spanish_words(output_text)}
     findings = []
-    for surface, label in spanish_terms(input_text):
+    for start, surface, label in spanish_term_spans(input_text):
         if _spanish_label_kept(label, output_stems):
             continue
-        start = input_text.lower().find(surface.lower())
         findings.append(LayTermFinding(surface, start, start + len(surface), label, (label,)))
     return sorted(findings, key=lambda f: f.start)
