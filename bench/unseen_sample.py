@@ -23,7 +23,7 @@ is the honest sample of unseen sentences. Three steps:
   (:func:`inference.lay_terms.spanish_terms`), shuffled by ``--seed``; each
   row carries ``"language": "es"``. The product's Spanish prompt uses one
   fixed example and no laymaker-dev row, so no row of the sample served
-  the prompt. Seed 2911 gives docs/quality/spanish-sample.jsonl.
+  the prompt. Seed 2911 with ``--n 20`` gives docs/quality/spanish-sample.jsonl.
 * ``post``: each row without a ``delivered`` text is sent to
   ``POST /api/v1/translations/`` (in the row's ``language``, default English) (``Authorization: Bearer``; the 201 carries
   the fast text) and its ``GET`` polled, ``Retry-After`` apart, until the
