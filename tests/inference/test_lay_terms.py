@@ -1,15 +1,18 @@
 """The vocabulary's plain words for a sentence's medical terms (HPO
 layperson synonyms), as the prompt lists them after the sentence."""
 
+import re
+
 from inference.lay_terms import (
     HPO,
     HPO_LAYPERSON,
+    SPANISH_LABELS_FILE,
     find_terms,
+    hpo_obo_path,
     lay_hints,
     spanish_hints,
     spanish_labels,
     spanish_terms,
-    vocabulary,
 )
 
 
@@ -52,11 +55,13 @@ def test_spanish_terms_are_hpos_official_spanish_labels_in_text_order():
 
 
 def test_the_spanish_labels_file_names_terms_of_the_installed_ontology():
-    names = {name for name, _, _ in vocabulary().values()}
-    labels = spanish_labels()
-    assert len(labels) > 10_000
-    assert set(labels) <= names
-    assert all(label.strip() == label and label for label in labels.values())
+    obo = hpo_obo_path().read_text(encoding="utf-8")
+    names = dict(re.findall(r"^\[Term\]\nid: (HP:\d+)\nname: (.+)$", obo, re.MULTILINE))
+    rows = [line.split("\t") for line in SPANISH_LABELS_FILE.read_text(encoding="utf-8").splitlines()[1:]]
+    assert len(rows) > 10_000
+    assert all(names.get(hpo_id) == name for hpo_id, name, _ in rows)  # the same term, by id and English name
+    assert spanish_labels() == {name: label for _, name, label in rows}
+    assert all(label.strip() == label and label for label in spanish_labels().values())
 
 
 def test_the_prompt_lists_only_labels_that_differ_from_the_term():
