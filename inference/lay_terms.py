@@ -258,11 +258,13 @@ def spanish_term_spans(text: str) -> list[tuple[int, str, str]]:
     """
     labels = spanish_labels()
     spans: list[tuple[int, str, str]] = []
+    seen: set[str] = set()
     for start, surface, (name, _, _) in sorted(find_terms(text), key=lambda hit: hit[0]):
         label = labels.get(name)
-        if label is None or any(s.lower() == surface.lower() for _, s, _ in spans) or all(
+        if label is None or surface.lower() in seen or all(
                 easy_word(w, ("s", "es")) for w in WORD.findall(surface.lower())):
             continue
+        seen.add(surface.lower())
         spans.append((start, surface, label))
     return spans
 
@@ -276,9 +278,7 @@ def spanish_terms(text: str) -> list[tuple[str, str]]:
     return [(surface, label) for _, surface, label in spanish_term_spans(text)]
 
 
-def accents_folded(text: str) -> str:
-    """``text`` in lower case without its accents and tildes ("Válvula
-    aórtica" → "valvula aortica", "Estreñimiento" → "estrenimiento")."""
+def _folded(text: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFD", text.lower()) if unicodedata.category(c) != "Mn")
 
 
@@ -287,4 +287,4 @@ def spanish_hints(text: str) -> list[tuple[str, str]]:
     the term as written (case and accents aside): the ones the Spanish prompt
     lists. "Edema" = "edema" tells the model nothing, and a pointless pair
     invites it to comment on the pair in its answer."""
-    return [(term, label) for term, label in spanish_terms(text) if accents_folded(term) != accents_folded(label)]
+    return [(term, label) for term, label in spanish_terms(text) if _folded(term) != _folded(label)]

@@ -42,7 +42,7 @@ import re
 from dataclasses import dataclass
 
 from clinical.quality.textnorm import normalize
-from inference.lay_terms import accents_folded, easy_word, find_terms, layperson_synonyms, spanish_term_spans
+from inference.lay_terms import easy_word, find_terms, layperson_synonyms, spanish_term_spans
 
 #: Words of a layperson synonym that carry no meaning of their own.
 STOP_WORDS = frozenset({"a", "an", "the", "of", "and", "or", "to", "with", "for", "by", "is", "are", "be",
@@ -122,7 +122,7 @@ SPANISH_STEM_LETTERS = 5
 
 
 def _spanish_words(text: str) -> list[str]:
-    return _WORD.findall(accents_folded(text))
+    return _WORD.findall(normalize(text))
 
 
 def _spanish_label_kept(label: str, output_stems: set[str]) -> bool:

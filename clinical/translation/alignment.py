@@ -128,7 +128,7 @@ def _findings_why(sentence: dict) -> str:
 
 
 def _terms_in(text: str, span: tuple[int, int] | None, glossary: list[dict],
-              labels: dict[str, str] | None = None) -> list[dict]:
+              labels: dict[str, str]) -> list[dict]:
     """The terms of ``glossary`` (as :func:`clinical.quality.glossary.glossary_display`
     shows them) written in ``text[span]``, each where it first stands
     there, longer terms first where two overlap; with ``labels`` (a Spanish
@@ -137,8 +137,9 @@ def _terms_in(text: str, span: tuple[int, int] | None, glossary: list[dict],
     if span is None:
         return []
     found: list[dict] = []
-    for entry in sorted(glossary, key=lambda e: -len((labels or {}).get(e["term"].lower(), e["term"]))):
-        words = (labels or {}).get(entry["term"].lower(), entry["term"]).split()
+    written = [(labels.get(entry["term"].lower(), entry["term"]), entry) for entry in glossary]
+    for words, entry in sorted(written, key=lambda pair: -len(pair[0])):
+        words = words.split()
         if not words:
             continue
         pattern = r"(?<![\w-])" + r"\s+".join(map(re.escape, words)) + r"(?![\w-])"
